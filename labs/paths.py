@@ -1,0 +1,25 @@
+"""Where things live: the repository, the bundled data, the cache and the runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = REPO_ROOT / "data"
+GSM8K_DIR = DATA_DIR / "gsm8k"
+
+
+def cache_dir() -> Path:
+    """Converted and primed models are cached here (``COURSE_CACHE`` overrides the default)."""
+    root = os.environ.get("COURSE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "grpo-course"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def runs_dir() -> Path:
+    """Run folders go here (``COURSE_RUNS`` overrides ``<repo>/runs``)."""
+    return Path(os.environ.get("COURSE_RUNS") or REPO_ROOT / "runs")
