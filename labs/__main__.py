@@ -1,0 +1,37 @@
+"""``python -m labs <subcommand> [options]``: one entry point for every course command.
+
+Each subcommand is a module with ``main(argv) -> int``; add a line to ``SUBCOMMANDS`` to add one.
+Modules are imported only when chosen, so ``doctor`` works even where a lab's imports would fail.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, str] = {
+    "doctor": "labs.doctor",
+}
+
+
+def usage() -> str:
+    return ("Uso: python -m labs <subcomando> [opciones]\n"
+            f"Subcomandos disponibles: {', '.join(sorted(SUBCOMMANDS))}\n"
+            "Ayuda de cada uno: python -m labs <subcomando> --help")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        print(f"Subcomando desconocido: '{name}'.\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""What a profile will download, and how big it is.
+
+Sizes are computed from parameter counts and bytes per parameter, not copied from a web page, so the
+notebook can show the arithmetic. Anything not in ``MODEL_BYTES`` is an unknown size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.profiles import BUNDLED_MODEL, PROFILES, Profile
+
+GB = 1e9  # disk sizes in decimal gigabytes, as the hub and `df -H` show them
+
+# Qwen3-4B-Instruct-2507: 4.02 B parameters (model card), stored in bf16 (2 bytes each).
+QWEN3_4B_PARAMS = 4.02e9
+BF16_BYTES = 2
+QWEN3_4B_BF16_BYTES = QWEN3_4B_PARAMS * BF16_BYTES
+
+MODEL_BYTES = {
+    "Qwen/Qwen3-4B-Instruct-2507": QWEN3_4B_BF16_BYTES,
+    # Unsloth's copy holds the same bf16 weights; with load_in_4bit it may fetch a smaller
+    # pre-quantised repo instead, so this is an upper bound.
+    "unsloth/Qwen3-4B-Instruct-2507": QWEN3_4B_BF16_BYTES,
+    # SmolLM2-135M-Instruct converted from the bundled GGUF to float32 (538 MB measured, stack.md).
+    BUNDLED_MODEL: 538e6,
+}
+
+HF_CACHE = "hf_cache"  # huggingface_hub's cache (HF_HOME / HF_HUB_CACHE)
+COURSE_CACHE = "course_cache"  # labs.paths.cache_dir() (COURSE_CACHE)
+
+
+@dataclass(frozen=True)
+class Download:
+    name: str
+    where: str  # HF_CACHE or COURSE_CACHE
+    bytes: float | None  # None: size unknown
+    from_hub: bool
+
+
+def is_hub_id(name: str) -> bool:
+    """A model name the hub would resolve (``owner/name``), as opposed to the bundled one or a path."""
+    return name != BUNDLED_MODEL and not name.startswith((".", "/", "~")) and name.count("/") == 1
+
+
+def models_for(profile: Profile, backends: tuple[str, ...]) -> list[str]:
+    """The model names the chosen labs load under ``profile``."""
+    names = [profile.model]
+    # On CPU the Unsloth lab runs the same recipe on transformers + PEFT with profile.model.
+    if "unsloth" in backends and not profile.use_cpu:
+        names.append(profile.unsloth_model)
+    return list(dict.fromkeys(names))
+
+
+def downloads_for(profile: Profile, backends: tuple[str, ...]) -> list[Download]:
+    result = []
+    for name in models_for(profile, backends):
+        if name == BUNDLED_MODEL:
+            result.append(Download(name, COURSE_CACHE, MODEL_BYTES[name], from_hub=False))
+        elif is_hub_id(name):
+            result.append(Download(name, HF_CACHE, MODEL_BYTES.get(name), from_hub=True))
+    return result
+
+
+def hub_models_of_all_profiles() -> list[str]:
+    """Every hub model any profile names: the probe looks each one up in the hub cache."""
+    names = []
+    for profile in PROFILES.values():
+        names += [n for n in (profile.model, profile.unsloth_model) if is_hub_id(n)]
+    return list(dict.fromkeys(names))
+
+
+def download_seconds(size_bytes: float, megabits_per_second: float) -> float:
+    """Time to move ``size_bytes`` at a link speed given in Mbit/s (how ISPs quote it)."""
+    return size_bytes * 8 / (megabits_per_second * 1e6)
