@@ -1,0 +1,46 @@
+"""The C2b grader: checkpoint C2b(a) of lesson 7, graded from what runs left on disk.
+
+From a terminal::
+
+    python -m labs.grading runs/<run_name> --out notas/            # one run folder
+    python -m labs.grading entregas/ --out notas/                  # one folder or .zip per student
+    python -m labs.grading entregas/ana.zip --out notas/ana        # one student's submission
+
+From a notebook: ``grade_run(run_dir) -> RunGrade``, ``write_report(grade, out_dir)``,
+``grade_class(class_dir, out_dir)``, and for the students' self-check ``find_or_make_run()``,
+``self_check(run_dir)`` and ``show_report(path)``.
+
+It reads only the run-folder layout of ``labs.runfolder`` (JSON, JSON lines, PNG), never executes or
+unpickles anything submitted, writes only under the output folder, and turns every unreadable input
+into a Spanish "no se puede evaluar X porque Y" in the report. The criteria, thresholds and their
+justification are in ``RUBRIC.md`` beside this file.
+
+Modules: ``inputs`` (safe reading), ``submissions`` (class folders and zips), ``holdout`` (pairing the
+evaluation), ``criteria`` (the four criteria), ``grade`` (a run or submission, level), ``figures``,
+``report`` (Markdown, CSV), ``cli`` (front doors), ``selfcheck`` (the rubric notebook's helpers).
+"""
+
+from .cli import grade_class, grade_one, main
+from .criteria import CUMPLE, MANUAL, NO_CUMPLE, NO_SE_PUEDE, Criterion
+from .grade import RunGrade, grade_run, grade_submission
+from .report import write_report
+from .selfcheck import find_or_make_run, newest_finished_run, self_check, show_report
+
+__all__ = [
+    "CUMPLE",
+    "MANUAL",
+    "NO_CUMPLE",
+    "NO_SE_PUEDE",
+    "Criterion",
+    "RunGrade",
+    "find_or_make_run",
+    "grade_class",
+    "grade_one",
+    "grade_run",
+    "grade_submission",
+    "main",
+    "newest_finished_run",
+    "self_check",
+    "show_report",
+    "write_report",
+]

@@ -1,0 +1,269 @@
+"""The four C2b criteria, each computed from a run folder's data into a ``Criterion``.
+
+Verdicts: ``CUMPLE``, ``NO_CUMPLE``, ``NO_SE_PUEDE`` ("no se puede determinar"), and for criterion 4,
+which only a person can judge, ``MANUAL``. A criterion made of several checks is "no cumple" if any
+check fails, otherwise "no se puede determinar" if any check cannot tell, otherwise "cumple".
+Thresholds come from ``labs.diagnostics`` and ``labs.stats``; RUBRIC.md justifies them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from labs import diagnostics as dg
+from labs import runfolder as rf
+from labs import stats
+
+from .holdout import ID_PREFIX, Holdout, check_holdout
+from .inputs import RunData, find_value, reward_functions
+
+CUMPLE = "cumple"
+NO_CUMPLE = "no cumple"
+NO_SE_PUEDE = "no se puede determinar"
+MANUAL = "revisión manual"
+
+COURSE_REWARDS = ("correctness_reward", "format_reward", "soft_format_reward")
+CORE_KEYS = ("loss", dg.REWARD, dg.KL, "grad_norm", dg.LENGTH)
+
+FAILURE_TEXT = {
+    "oom": "se quedó sin memoria (OOM)",
+    "nan": "produjo valores NaN",
+    "interrupted": "se interrumpió",
+    "error": "falló con un error",
+}
+
+
+@dataclass
+class Criterion:
+    number: int
+    title: str
+    verdict: str
+    threshold: str
+    reasons: list[str] = field(default_factory=list)  # why this verdict, in Spanish
+    evidence: list[str] = field(default_factory=list)  # the numbers, in Spanish
+    notes: list[str] = field(default_factory=list)  # warnings that did not decide the verdict
+    values: dict = field(default_factory=dict)  # numbers for the class CSV
+
+
+def combine(checks: list[bool | None]) -> str:
+    if any(c is False for c in checks):
+        return NO_CUMPLE
+    if not checks or any(c is None for c in checks):
+        return NO_SE_PUEDE
+    return CUMPLE
+
+
+def _add(c: Criterion, finding: dg.Finding, checks: list) -> None:
+    checks.append(finding.holds)
+    (c.evidence if finding.holds else c.reasons).append(finding.message)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. stable training
+# --------------------------------------------------------------------------------------------------
+
+
+def _status_check(data: RunData, c: Criterion) -> bool | None:
+    status = data.status
+    if status is None:
+        c.reasons.extend(data.problems_for("status") or [f"No se puede evaluar si el entrenamiento terminó porque falta {rf.STATUS_JSON}."])
+        return None
+    state, step, max_steps = status["state"], status["step"], status["max_steps"]
+    c.values.update(state=state, step=step, max_steps=max_steps, kind=status.get("kind"))
+    if state == rf.STATE_FINISHED and step >= max_steps:
+        c.evidence.append(f"{rf.STATUS_JSON}: terminado ('finished') en el paso {step} de {max_steps}.")
+        if max_steps < stats.MIN_TREND_POINTS:
+            c.reasons.append(
+                f"No se puede evaluar la estabilidad porque la ejecución solo tiene {max_steps} pasos; hacen falta al menos "
+                f"{stats.MIN_TREND_POINTS} para juzgarla (C2b pide la receta completa)."
+            )
+            return None
+        return True
+    if state == rf.STATE_FINISHED:
+        c.reasons.append(f"El entrenamiento dice 'finished' pero se detuvo en el paso {step} de {max_steps}.")
+        return False
+    if state == rf.STATE_FAILED:
+        kind = str(status.get("kind") or "error")
+        what = FAILURE_TEXT.get(kind, f"falló ({kind[:40]})")
+        detail = str(status.get("message") or status.get("error") or "")[:300]
+        c.reasons.append(f"El entrenamiento {what} en el paso {step} de {max_steps}." + (f" Mensaje: {detail}" if detail else ""))
+        return False
+    c.reasons.append(
+        f"El entrenamiento no terminó: {rf.STATUS_JSON} sigue en 'running' en el paso {step} de {max_steps} "
+        "(o sigue en marcha, o el proceso murió sin poder registrarlo)."
+    )
+    return False
+
+
+def _nan_check(data: RunData, c: Criterion) -> bool | None:
+    bad = []
+    for key in CORE_KEYS:
+        s = dg.series(data.metrics, key)
+        if s is not None and s.bad_steps:
+            bad.append(f"'{key}' en {len(s.bad_steps)} pasos (el primero, el {s.bad_steps[0]})")
+    if bad:
+        c.reasons.append("Hay valores NaN, infinitos o vacíos en las métricas: " + "; ".join(bad) + ".")
+        return False
+    c.evidence.append(f"Sin NaN ni infinitos en {', '.join(CORE_KEYS)} ({len(dg.merged_rows(data.metrics))} pasos registrados).")
+    return True
+
+
+def stability(data: RunData) -> Criterion:
+    c = Criterion(
+        1,
+        "Entrenamiento estable",
+        NO_SE_PUEDE,
+        threshold=(
+            f"{rf.STATUS_JSON} en 'finished' con step ≥ max_steps (y al menos {stats.MIN_TREND_POINTS} pasos); ni OOM ni NaN; "
+            f"sin valores NaN/infinitos en {', '.join(CORE_KEYS)}; KL acotada: la media móvil de 'kl' (bloques de "
+            f"~1/{stats.TREND_BLOCKS} de los pasos) nunca supera {dg.KL_BOUND} nats por token."
+        ),
+    )
+    checks = [_status_check(data, c)]
+    if not data.metrics:
+        c.reasons.extend(data.problems_for("metrics") or [f"No se puede evaluar NaN ni KL porque {rf.METRICS_JSONL} está vacío."])
+        checks.append(None)
+    else:
+        c.notes.extend(data.problems_for("metrics"))
+        checks.append(_nan_check(data, c))
+        kl = dg.kl_bounded(data.metrics)
+        if kl.holds is None:
+            beta = find_value(data.run, "beta")
+            if beta == 0:
+                kl = dg.Finding(kl.key, None, "No se puede evaluar la KL porque run.json dice beta = 0: sin término KL, TRL no la registra.")
+        _add(c, kl, checks)
+        c.values["kl_max_smoothed"] = kl.evidence.get("max_smoothed")
+    c.verdict = combine(checks)
+    return c
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. reward and length rising
+# --------------------------------------------------------------------------------------------------
+
+
+def curves(data: RunData) -> Criterion:
+    c = Criterion(
+        2,
+        "Recompensa y longitud media suben de forma sostenida",
+        NO_SE_PUEDE,
+        threshold=(
+            f"Para 'reward' y '{dg.LENGTH}': tau de Kendall > 0 con p < {stats.ALPHA} sobre medias de bloques sin solapar "
+            f"(unas {stats.TREND_BLOCKS}), pendiente de Theil-Sen > 0, y media del último {int(stats.EDGE_FRACTION * 100)} % de "
+            f"pasos mayor que la del primero; al menos {stats.MIN_TREND_POINTS} pasos registrados."
+        ),
+    )
+    if not data.metrics:
+        c.reasons.extend(data.problems_for("metrics") or [f"No se pueden evaluar las curvas porque {rf.METRICS_JSONL} está vacío."])
+        return c
+    checks: list = []
+    for key, label in ((dg.REWARD, dg.LABELS[dg.REWARD]), (dg.LENGTH, dg.LABELS[dg.LENGTH])):
+        finding = dg.rising(dg.series(data.metrics, key), key=key, label=label)
+        _add(c, finding, checks)
+        t = finding.evidence
+        short = "reward" if key == dg.REWARD else "length"
+        c.values.update({f"{short}_tau": t.get("tau"), f"{short}_p": t.get("p_value"), f"{short}_first": t.get("first_mean"), f"{short}_last": t.get("last_mean")})
+    corr = dg.rising(dg.correctness_series(data.metrics), key="correctness", label=dg.LABELS[dg.CORRECTNESS])
+    c.notes.append(f"(Informativo) {corr.message}")
+    c.verdict = combine(checks)
+    return c
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. holdout gain
+# --------------------------------------------------------------------------------------------------
+
+
+def holdout(data: RunData, checked: Holdout | None = None) -> Criterion:
+    c = Criterion(
+        3,
+        "Mejora medible de corrección en el holdout (GSM8K test)",
+        NO_SE_PUEDE,
+        threshold=(
+            f"Mismos problemas de GSM8K test (ids '{ID_PREFIX}…') para el modelo base y el entrenado. Cumple si la diferencia es "
+            f"positiva y McNemar exacto da p < {stats.ALPHA}. No cumple si empeora con p < {stats.ALPHA}, o si no es significativa "
+            f"y el holdout tenía un 80 % de potencia para detectar +{dg.MIN_GAIN * 100:.0f} puntos (con al menos un "
+            f"{dg.MIN_DISCORDANT_SHARE:.0%} de respuestas que cambian). Con menos problemas: no se puede determinar."
+        ),
+    )
+    checked = checked or check_holdout(data)
+    c.notes.extend(checked.notes)
+    if checked.comparison is None:
+        c.reasons.extend(checked.problems)
+        return c
+    finding = dg.holdout_gain(checked.comparison)
+    (c.evidence if finding.holds else c.reasons).append(finding.message)
+    comp = checked.comparison
+    c.values.update(
+        n=comp["n"],
+        base_accuracy=comp["base_accuracy"],
+        trained_accuracy=comp["trained_accuracy"],
+        difference=comp["difference"],
+        ci_low=comp["ci95"][0],
+        ci_high=comp["ci95"][1],
+        mcnemar_p=comp["mcnemar_p"],
+        gained=comp["base_wrong_trained_right"],
+        lost=comp["base_right_trained_wrong"],
+    )
+    c.verdict = combine([finding.holds])
+    return c
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. explanations (manual)
+# --------------------------------------------------------------------------------------------------
+
+ANSWER_TAGS = {
+    "c2b-respuesta-funciones": "Explica cada función de recompensa: qué premia, cuánto y por qué.",
+    "c2b-respuesta-separacion": "¿Por qué la corrección va separada del formato (y con más peso)? ¿Qué hacking evita?",
+    "c2b-respuesta-hack": "(Nivel 4) ¿Qué reward hacking concreto evitan tus funciones propias y qué ejecución lo demuestra?",
+}
+PLACEHOLDER = "ESCRIBE AQUÍ"
+
+
+def all_reward_names(data: RunData) -> list[tuple[str, float | None]]:
+    """Reward functions from run.json, plus any that only the metrics name."""
+    names = reward_functions(data.run)
+    known = {n for n, _ in names}
+    names += [(n, None) for n in dg.reward_function_names(data.metrics) if n not in known]
+    return names
+
+
+def notebook_answers(notebook: dict | None) -> dict[str, str | None]:
+    """The student's written answers by tag (None: not found or still the placeholder)."""
+    answers: dict[str, str | None] = {tag: None for tag in ANSWER_TAGS}
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "markdown":
+            continue
+        meta = cell.get("metadata")
+        tags = meta.get("tags") if isinstance(meta, dict) else None
+        source = cell.get("source")
+        text = "".join(s for s in source if isinstance(s, str)) if isinstance(source, list) else source
+        if not isinstance(tags, list) or not isinstance(text, str):
+            continue
+        for tag in ANSWER_TAGS:
+            if tag in tags:
+                body = text.strip()
+                answers[tag] = None if (not body or PLACEHOLDER in body) else body[:4000]
+    return answers
+
+
+def explanations(data: RunData, notebook: dict | None = None) -> Criterion:
+    c = Criterion(
+        4,
+        "Explicaciones",
+        MANUAL,
+        threshold="Lo valora el instructor: explica cada función de recompensa y por qué la corrección va separada del formato.",
+    )
+    names = all_reward_names(data)
+    if names:
+        listed = ", ".join(f"{n} (peso {w:g})" if w is not None else n for n, w in names)
+        c.evidence.append(f"Funciones de recompensa de la ejecución: {listed}.")
+    else:
+        c.reasons.append("No se puede listar las funciones de recompensa porque ni run.json ni las métricas las nombran.")
+    c.values["reward_functions"] = [n for n, _ in names]
+    c.values["answers"] = notebook_answers(notebook)
+    if notebook is None:
+        c.reasons.append("No se encontró el notebook C2b_rubrica.ipynb en la entrega: pide las explicaciones por escrito.")
+    return c

@@ -1,0 +1,96 @@
+"""The report's figures: training curves with the trend the grader tested, and the holdout comparison.
+
+Drawn with ``matplotlib.figure.Figure`` directly (no pyplot), so grading from a notebook neither opens
+windows nor changes the notebook's backend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from labs import diagnostics as dg
+from labs import stats
+
+PANELS = (
+    (dg.REWARD, "Recompensa total (reward)"),
+    (dg.LENGTH, "Longitud media de las respuestas (tokens)"),
+    ("rewards", "Componentes de la recompensa (media por función)"),
+    (dg.KL, "KL respecto a la referencia (nats/token)"),
+)
+
+
+def _draw_series(ax, s: dg.Series, label: str, color: str, with_trend: bool) -> None:
+    ok = np.isfinite(s.values)
+    ax.plot(s.steps[ok], s.values[ok], color=color, alpha=0.25, linewidth=0.8)
+    ax.plot(s.steps, stats.smooth(s.values), color=color, linewidth=1.8, label=f"{label} (EMA)")
+    if with_trend:
+        t = stats.trend(s.values, s.steps)
+        if t["slope"] is not None:
+            bx, by = stats.block_means(s.values, s.steps, window=t["window"])
+            ax.plot(bx, by, "o", color=color, markersize=3)
+            ax.plot(bx, t["intercept"] + t["slope"] * bx, "--", color="black", linewidth=1,
+                    label=f"Theil-Sen, tau={t['tau']:.2f}, p={t['p_value']:.2g}")
+
+
+def plot_curves(metrics, path: Path, title: str = "") -> Path | None:
+    """Four panels (reward, length, reward components, KL); None when there is nothing to draw."""
+    if not metrics:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 8))
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.07, top=0.91, hspace=0.35, wspace=0.18)
+    axes = fig.subplots(2, 2).ravel()
+    drawn = 0
+    for ax, (key, heading) in zip(axes, PANELS):
+        ax.set_title(heading, fontsize=10)
+        ax.set_xlabel("paso")
+        if key == "rewards":
+            names = dg.reward_function_names(metrics)
+            colors = ("tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
+            for name, color in zip(names, colors):
+                s = dg.series(metrics, f"rewards/{name}/mean")
+                if s is not None and s.n_finite:
+                    _draw_series(ax, s, name, color, with_trend=False)
+                    drawn += 1
+        else:
+            s = dg.series(metrics, key)
+            if s is not None and s.n_finite:
+                _draw_series(ax, s, key, "tab:blue", with_trend=key != dg.KL)
+                drawn += 1
+                if key == dg.KL:
+                    ax.axhline(dg.KL_BOUND, color="tab:red", linestyle=":", label=f"límite {dg.KL_BOUND}")
+        if ax.has_data():
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no registrado", ha="center", va="center", transform=ax.transAxes)
+    if not drawn:
+        return None
+    if title:
+        fig.suptitle(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def plot_holdout(comparison: dict, path: Path) -> Path:
+    """Base against trained accuracy with the flips, from a ``paired_comparison`` dict."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.5))
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.88, wspace=0.25)
+    left, right = fig.subplots(1, 2)
+    accs = [comparison["base_accuracy"], comparison["trained_accuracy"]]
+    left.bar(["base", "entrenado"], accs, color=["tab:gray", "tab:blue"])
+    for i, a in enumerate(accs):
+        left.text(i, a, f"{a:.1%}", ha="center", va="bottom")
+    left.set_ylim(0, 1.05)
+    left.set_title(f"Precisión en {comparison['n']} problemas de GSM8K test", fontsize=10)
+    flips = [comparison["base_wrong_trained_right"], comparison["base_right_trained_wrong"]]
+    right.bar(["mal → bien", "bien → mal"], flips, color=["tab:green", "tab:red"])
+    right.set_title(f"Problemas que cambian (McNemar p = {comparison['mcnemar_p']:.2g})", fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    return path
