@@ -1,0 +1,45 @@
+"""Verifiable rewards for GSM8K: one number reader and the three reward functions of lesson 7.2.
+
+Typical use::
+
+    from rewards import reward_functions
+    trainer = GRPOTrainer(..., reward_funcs=reward_functions())              # L7.1, L7.2
+    trainer = GRPOTrainer(..., reward_funcs=reward_functions(["format_reward",
+                                                              "soft_format_reward"]))  # E2
+
+and for evaluation ``extract_answer(completion) == parse_gold(example["answer"])``.
+
+``rewards.parsing`` holds the readers (``parse_number``, ``extract_answer``, ``parse_gold``,
+``completion_text``) and their rules; ``rewards.functions`` the reward functions, ``REWARD_VALUES``
+and the anti-hacking rules. Both modules are pure Python with no dependency.
+"""
+
+from .functions import (
+    REWARD_NAMES,
+    REWARD_VALUES,
+    SOFT_FORMAT_TAGS,
+    accuracy_from_correctness,
+    correctness_reward,
+    format_reward,
+    has_think_answer_format,
+    reward_functions,
+    soft_format_reward,
+)
+from .parsing import completion_text, extract_answer, final_segment, parse_gold, parse_number
+
+__all__ = [
+    "REWARD_NAMES",
+    "REWARD_VALUES",
+    "SOFT_FORMAT_TAGS",
+    "accuracy_from_correctness",
+    "completion_text",
+    "correctness_reward",
+    "extract_answer",
+    "final_segment",
+    "format_reward",
+    "has_think_answer_format",
+    "parse_gold",
+    "parse_number",
+    "reward_functions",
+    "soft_format_reward",
+]
