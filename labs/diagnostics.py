@@ -182,9 +182,10 @@ def trend_sentence(t: dict) -> str:
         f"{_fmt(t['last_mean'])}"
     )
     if t.get("tau") is not None:
+        over = f"los {t['points']} valores" if t["window"] == 1 else f"{t['points']} medias de bloques de {t['window']} pasos"
         text += (
-            f"; tau de Kendall {t['tau']:.2f} ({p_text(t['p_value'])}) sobre {t['points']} medias de "
-            f"bloques de {t['window']} pasos; pendiente de Theil-Sen {_fmt(t['slope'])} por paso"
+            f"; tau de Kendall {t['tau']:.2f} ({p_text(t['p_value'])}) sobre {over}; "
+            f"pendiente de Theil-Sen {_fmt(t['slope'])} por paso"
         )
     return text
 
@@ -246,18 +247,19 @@ def kl_bounded(metrics, bound: float = KL_BOUND) -> Finding:
         "max_raw": float(np.nanmax(s.values)),
         "last": float(s.values[np.isfinite(s.values)][-1]),
     }
+    what = "su valor" if window == 1 else f"su media móvil ({window} pasos)"
     if evidence["max_smoothed"] <= bound:
         return Finding(
             key,
             True,
-            f"La KL quedó acotada: su media móvil ({window} pasos) llegó como mucho a "
-            f"{_fmt(evidence['max_smoothed'])}, por debajo del límite {bound}.",
+            f"La KL quedó acotada: {what} llegó como mucho a {_fmt(evidence['max_smoothed'])}, por debajo del "
+            f"límite {bound}.",
             evidence=evidence,
         )
     return Finding(
         key,
         False,
-        f"La KL se disparó: su media móvil ({window} pasos) llegó a {_fmt(evidence['max_smoothed'])} en el "
+        f"La KL se disparó: {what} llegó a {_fmt(evidence['max_smoothed'])} en el "
         f"paso {evidence['max_smoothed_step']}, por encima del límite {bound}. Baja el learning rate o sube beta.",
         warning=True,
         evidence=evidence,

@@ -474,3 +474,26 @@ def test_self_check_writes_under_the_runs_folder(tmp_path, monkeypatch):
     assert path == tmp_path / selfcheck.SELFCHECK_DIR / "mine" / "informe.md" and path.is_file()
     assert grade.verdicts[:3] == [CUMPLE] * 3
     assert selfcheck.newest_finished_run() == run  # the self-check folder is never taken for a run
+
+
+def test_student_curves_are_copied_only_if_they_are_png(tmp_path):
+    from labs.grading import write_report
+    from labs.grading.inputs import PNG_SIGNATURE
+
+    run = good_run(tmp_path / "runs")
+    (run / rf.CURVES_DIR).mkdir()
+    (run / rf.CURVES_DIR / "reward.png").write_bytes(PNG_SIGNATURE + b"rest of an image")
+    (run / rf.CURVES_DIR / "fake.png").write_bytes(b"#!/bin/sh\necho not an image")
+    g = grade_run(run)
+    text = write_report(g, tmp_path / "out").read_text()
+    assert (tmp_path / "out" / "figuras" / "alumno" / "reward.png").is_file()
+    assert not (tmp_path / "out" / "figuras" / "alumno" / "fake.png").exists()
+    assert "No se copia la figura fake.png porque no es un PNG válido." in text
+
+
+def test_rubric_notebook_and_grader_agree_on_the_answer_cells():
+    nb = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / submissions.NOTEBOOK_NAME).read_text())
+    tags = {t for c in nb["cells"] for t in c.get("metadata", {}).get("tags", [])}
+    assert set(cr.ANSWER_TAGS) <= tags
+    assert all(v is None for v in cr.notebook_answers(nb).values())  # the template counts as unanswered
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb["cells"] if c["cell_type"] == "code")

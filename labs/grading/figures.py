@@ -20,6 +20,9 @@ PANELS = (
     (dg.KL, "KL respecto a la referencia (nats/token)"),
 )
 
+REWARD_COLORS = {"correctness_reward": "tab:green", "format_reward": "tab:orange", "soft_format_reward": "tab:purple"}
+OTHER_COLORS = ("tab:brown", "tab:pink", "tab:gray", "tab:olive", "tab:cyan", "tab:red")
+
 
 def _draw_series(ax, s: dg.Series, label: str, color: str, with_trend: bool) -> None:
     ok = np.isfinite(s.values)
@@ -48,9 +51,10 @@ def plot_curves(metrics, path: Path, title: str = "") -> Path | None:
         ax.set_title(heading, fontsize=10)
         ax.set_xlabel("paso")
         if key == "rewards":
-            names = dg.reward_function_names(metrics)
-            colors = ("tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:gray")
-            for name, color in zip(names, colors):
+            names = dg.reward_function_names(metrics)[: len(OTHER_COLORS)]
+            others = iter(OTHER_COLORS)
+            for name in names:
+                color = REWARD_COLORS.get(name) or next(others)
                 s = dg.series(metrics, f"rewards/{name}/mean")
                 if s is not None and s.n_finite:
                     _draw_series(ax, s, name, color, with_trend=False)
@@ -60,8 +64,10 @@ def plot_curves(metrics, path: Path, title: str = "") -> Path | None:
             if s is not None and s.n_finite:
                 _draw_series(ax, s, key, "tab:blue", with_trend=key != dg.KL)
                 drawn += 1
-                if key == dg.KL:
+                if key == dg.KL and np.nanmax(s.values) > dg.KL_BOUND / 5:
                     ax.axhline(dg.KL_BOUND, color="tab:red", linestyle=":", label=f"límite {dg.KL_BOUND}")
+                elif key == dg.KL:  # drawing the bound would flatten the curve
+                    ax.set_title(f"{heading}; límite {dg.KL_BOUND}, muy por encima", fontsize=10)
         if ax.has_data():
             ax.legend(fontsize=7)
         else:

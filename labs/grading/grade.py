@@ -85,15 +85,18 @@ def _evaluate(data: RunData, notebook: dict | None) -> RunGrade:
     return grade
 
 
+def _grade(data: RunData, others: list[RunData], notebook: dict | None) -> RunGrade:
+    grade = _evaluate(data, notebook)
+    grade.comparisons = [_evaluate(other, None) for other in others]
+    suggest_level(grade)
+    return grade
+
+
 def grade_run(run_dir: str | Path, comparisons=(), notebook: dict | None = None) -> RunGrade:
     """Grade one run folder. ``comparisons``: other run folders of the same student (e.g. E2)."""
     run_dir = Path(run_dir)
     try:
-        grade = _evaluate(load_run(run_dir), notebook)
-        for other in comparisons:
-            grade.comparisons.append(_evaluate(load_run(Path(other)), None))
-        suggest_level(grade)
-        return grade
+        return _grade(load_run(run_dir), [load_run(Path(c)) for c in comparisons], notebook)
     except Exception as exc:  # a broken grader must not stop a class: report it instead
         return _failed_grade(run_dir.name, run_dir, exc)
 
@@ -105,8 +108,8 @@ def hack_prevented(grade: RunGrade) -> str | None:
     for other in grade.comparisons:
         if other.hacking is not None and other.hacking.holds:
             return (
-                f"La ejecución de comparación '{other.name}' muestra hacking de formato ({other.hacking.message}) "
-                f"y la ejecución principal no ({grade.hacking.message})"
+                f"La ejecución de comparación '{other.name}' muestra hacking de formato y la principal no "
+                "(detalle en «Ejecuciones de comparación» y «Qué observar»)"
             )
     return None
 
@@ -140,13 +143,17 @@ def suggest_level(grade: RunGrade) -> None:
         )
 
 
-def _main_run_key(path: Path):
-    data = load_run(path)
+def _main_run_key(data: RunData):
+    """Sort key: the main run has a correctness reward, finished, has the most steps, is the newest."""
     names = [n for n, _ in cr.all_reward_names(data)]
-    has_correctness = any(dg.is_correctness_name(n) for n in names)
     status = data.status or {}
-    finished = status.get("state") == rf.STATE_FINISHED
-    return (has_correctness, finished, status.get("max_steps") or 0, str(status.get("updated") or ""), str(path))
+    return (
+        any(dg.is_correctness_name(n) for n in names),
+        status.get("state") == rf.STATE_FINISHED,
+        status.get("max_steps") or 0,
+        str(status.get("updated") or ""),
+        str(data.root),
+    )
 
 
 def grade_submission(root: str | Path, name: str | None = None, problems=(), skip: Path | None = None) -> RunGrade:
@@ -164,11 +171,10 @@ def grade_submission(root: str | Path, name: str | None = None, problems=(), ski
             text = "la entrega no contiene ninguna carpeta de ejecución (con run.json, status.json, metrics.jsonl o eval/)"
             data = RunData(root=root, problems=[Problem(a, f"No se puede evaluar {w} porque {text}.") for a, w in (
                 ("status", "si el entrenamiento terminó"), ("metrics", "las curvas de entrenamiento"), ("eval", "la mejora en el holdout"))])
-            grade = _evaluate(data, notebook)
-            suggest_level(grade)
+            grade = _grade(data, [], notebook)
         else:
-            runs.sort(key=_main_run_key)
-            grade = grade_run(runs[-1], comparisons=runs[:-1], notebook=notebook)
+            loaded = sorted((load_run(r) for r in runs), key=_main_run_key)
+            grade = _grade(loaded[-1], loaded[:-1], notebook)
         grade.name = name
         grade.problems = list(problems) + grade.problems
         return grade

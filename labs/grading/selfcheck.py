@@ -9,9 +9,8 @@ from pathlib import Path
 from labs import runfolder as rf
 from labs.paths import runs_dir
 
-from .cli import grade_one
-from .grade import RunGrade
-from .report import REPORT_NAME
+from .grade import RunGrade, grade_run
+from .report import write_report
 
 SELFCHECK_DIR = "_c2b_autoevaluacion"  # under runs_dir(); its name starts with "_" so it is never a run
 
@@ -58,12 +57,16 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
     return Path(l71.run_lab(profile=profile))
 
 
-def self_check(run_dir: str | Path, out_dir: str | Path | None = None) -> tuple[RunGrade, Path]:
-    """Grade the student's run folder into ``runs_dir()/_c2b_autoevaluacion/<run>``; (grade, report path)."""
+def self_check(run_dir: str | Path, comparisons=(), out_dir: str | Path | None = None) -> tuple[RunGrade, Path]:
+    """Grade the student's run (and comparison runs, for level 4) as the instructor will.
+
+    The report goes to ``runs_dir()/_c2b_autoevaluacion/<run>`` unless ``out_dir`` says otherwise;
+    returns (grade, report path).
+    """
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else runs_dir() / SELFCHECK_DIR / run_dir.name
-    grade = grade_one(run_dir, out_dir)
-    return grade, out_dir / REPORT_NAME
+    grade = grade_run(run_dir, comparisons=[Path(c) for c in comparisons])
+    return grade, write_report(grade, out_dir)
 
 
 def show_report(report: str | Path) -> None:
