@@ -246,6 +246,16 @@ def test_fitting_plan_has_no_knobs():
     assert p.fits and p.knobs == []
 
 
+def test_command_line_prints_the_plan_and_exits_1_when_it_does_not_fit(capsys):
+    assert vram.main(["--profile", "rtx5090", "--path", "trl", "--card-gib", "32"]) == 1
+    assert "NO cabe" in capsys.readouterr().out
+    args = ["--profile", "rtx5090", "--card-gib", "32", "--lora", "--set", "per_device_train_batch_size=4"]
+    assert vram.main(args) == 0
+    out = capsys.readouterr().out
+    assert "ruta TRL + vLLM colocate" in out and "ruta Unsloth con Standby" in out
+    assert "4 × 1536 tokens" in out  # the --set override reached the plan
+
+
 # --------------------------------------------------------------------------------------------------
 # Against published figures
 # --------------------------------------------------------------------------------------------------
