@@ -45,7 +45,9 @@ def build_mix(n: int, seed: int = 0) -> tuple[list, list[str]]:
         target = rng.randint(200, 4000)
         while len(reasoning) < target:  # longer reasoning, as sampled completions are
             reasoning += "\nLet me double-check that. " + reasoning[: target - len(reasoning)]
-        written = rng.choice([str(gold), f"{gold:,}", f"${gold}", f"{gold}.00", f"**{gold}**", f"\\boxed{{{gold}}}"])
+        written = rng.choice(
+            [str(gold), f"{gold:,}", f"${gold}", f"{gold}.00", f"**{gold}**", f"\\boxed{{{gold}}}"]
+        )
         wrong = str(gold + rng.choice([-10, -1, 1, 2, 100]))
         kind = rng.random()
         if kind < 0.35:
@@ -114,7 +116,8 @@ def main() -> None:
         start = time.perf_counter()
         scores = [function([text], answer=["42"])[0] for function in FUNCTIONS]
         elapsed = (time.perf_counter() - start) * 1000
-        print(f"{name} ({len(text):,} characters): {elapsed:.1f} ms for the three functions, scores {scores}")
+        print(f"{name} ({len(text):,} characters): {elapsed:.1f} ms for the three functions, "
+              f"scores {scores}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,7 @@ Typical use::
 
     from rewards import reward_functions
     trainer = GRPOTrainer(..., reward_funcs=reward_functions())              # L7.1, L7.2
-    trainer = GRPOTrainer(..., reward_funcs=reward_functions(["format_reward",
-                                                              "soft_format_reward"]))  # E2
+    trainer = GRPOTrainer(..., reward_funcs=reward_functions(["format_reward"]))  # E2
 
 and for evaluation ``extract_answer(completion) == parse_gold(example["answer"])``.
 

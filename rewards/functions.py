@@ -24,10 +24,10 @@ strictly less: an empty think (2.4), two answer blocks (0.2), repeated think/ans
 "41 or 42" (0.9), a different answer inside ``<think>`` (2.2), an empty answer (0.4), the right number
 in rambling text without tags (0.0).
 
-The values live in ``REWARD_VALUES`` (read-only): change a weight with ``GRPOConfig(reward_weights=...)``
-rather than by editing a function. ``reward_functions(names)`` picks the functions for
-``GRPOTrainer(reward_funcs=...)``; exercise E2 drops correctness with
-``reward_functions(["format_reward", "soft_format_reward"])``. TRL logs each one as
+The values live in ``REWARD_VALUES`` (read-only): change a weight with
+``GRPOConfig(reward_weights=...)`` rather than by editing a function. ``reward_functions(names)`` picks the functions for
+``GRPOTrainer(reward_funcs=...)``; exercise E2 ("quita correctness_reward y deja solo
+format_reward") is ``reward_functions(["format_reward"])``. TRL logs each one as
 ``rewards/<function name>/mean``, so the names never change.
 
 Malformed input scores 0.0 for that completion: ``None``, numbers, messages without content, invalid
@@ -120,8 +120,10 @@ def correctness_reward(completions, answer, **kwargs) -> list[float]:
     ``answer`` is the data-set column TRL passes, aligned with ``completions``: full GSM8K answers
     (``"... #### 72"``) or extracted golds (``"72"``, ``"1,000"``, ``72``). The comparison is exact
     (``Decimal`` against ``int``): ``18.00`` matches 18, ``0.6`` never matches 60. See
-    ``extract_answer`` for what counts as an answer. A missing, short or unreadable ``answer`` gives
-    0.0 for the completions it does not cover.
+    ``extract_answer`` for what counts as an answer. An ``answer`` that is ``None``, not a list or
+    tuple, too short, or holds an unreadable gold gives 0.0 for the completions it does not cover;
+    a data set without an ``answer`` column makes TRL call without it, and Python raises
+    ``TypeError`` (missing argument): a configuration error should stop the run, not score zero.
     """
     items = _as_list(completions)
     if items is None:
@@ -247,9 +249,9 @@ def reward_functions(names=None) -> list:
     """The reward functions to pass as ``GRPOTrainer(reward_funcs=...)``, in the order asked.
 
     ``names`` is ``None`` for all three (correctness, format, soft format), one name, or an iterable
-    of names from ``REWARD_NAMES``. Exercise E2 (no correctness):
-    ``reward_functions(["format_reward", "soft_format_reward"])``. An unknown or repeated name
-    raises ``ValueError``.
+    of names from ``REWARD_NAMES``. Exercise E2 (only format): ``reward_functions(["format_reward"])``
+    (or ``["format_reward", "soft_format_reward"]`` to keep the partial credit). An unknown or
+    repeated name, or an empty selection, raises ``ValueError`` (in Spanish: students call this).
     """
     if names is None:
         return list(_FUNCTIONS.values())

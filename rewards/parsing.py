@@ -20,12 +20,14 @@ Rules of ``parse_number`` (each one is a test case in ``tests/test_rewards.py``)
 - Thousands commas must be well formed (``1,000`` and ``192,000,000``; not ``1,00``, ``2,5`` or
   ``1000,000``). A decimal equal to an integer is that integer (``18.00`` == 18).
 - Rejected as ambiguous (``None``): ``N.000`` with one to three digits before the point (English 1,
-  Spanish 1000), several points (``1.000.000``), superscripts, circled digits and vulgar fractions
-  (``4²`` would otherwise read 42), digits of other scripts, a number glued to a letter before it
+  Spanish 1000), several points (``1.000.000``), any character that NFKC turns into digits without
+  being a digit (superscripts, circled digits, vulgar fractions: ``4²`` would otherwise read 42),
+  digits of other scripts (``٤٢``), a number glued to a letter before it
   (``x2``, ``CO2``), a dash that is not a clean sign (``- 7``, ``a-7``, ``--7``), a factorial or
   exclamation mark right after the number (``5!``), scale suffixes and words (``5k``, ``2M``,
-  ``3 million``, ``3 mil``), the symbols ``√ ∛ ∜ π ∞ ± ∓``, LaTeX commands other than formatting
-  ones (``\\frac12``, ``\\sqrt{16}``), numbers longer than 40 characters, texts longer than 1,000.
+  ``3 million``, ``3 mil``), the symbols ``√ ∛ ∜ π ∞ ± ∓``, LaTeX commands other than
+  formatting ones (``\\frac12``, ``\\sqrt{16}``), numbers longer than 40 characters, texts longer
+  than 1,000.
 
 Everything here is pure Python (``re``, ``unicodedata``, ``decimal``), runs in microseconds, scans
 linearly (no nested quantifier can backtrack catastrophically) and is thread-safe.
@@ -102,9 +104,8 @@ def parse_number(text) -> Decimal | None:
 @lru_cache(maxsize=8192)
 def _parse_number(text: str) -> Decimal | None:
     if not text.isascii():
-        # Superscripts, subscripts, circled digits, vulgar fractions: NFKC would turn "4²" into "42".
         for ch in text:
-            if unicodedata.category(ch) == "No":
+            if not ch.isascii() and _hidden_digits(ch):
                 return None
         text = unicodedata.normalize("NFKC", text).translate(_DASHES)
         for ch in text:
@@ -159,6 +160,19 @@ def _parse_number(text: str) -> Decimal | None:
     if value == value.to_integral_value():
         return Decimal(int(value))
     return value.normalize()
+
+
+@lru_cache(maxsize=4096)
+def _hidden_digits(ch: str) -> bool:
+    """True for a character that NFKC turns into digits without being a digit itself.
+
+    Superscripts and subscripts ("4²" would read 42), circled digits, vulgar fractions ("½" becomes
+    "1⁄2") and compatibility symbols such as U+33E0 ("㏠" becomes "1日"). Decimal digits in other
+    widths or styles (full-width "４", mathematical bold "𝟒") are digits and pass.
+    """
+    if unicodedata.category(ch) == "Nd":
+        return False
+    return any("0" <= c <= "9" for c in unicodedata.normalize("NFKC", ch))
 
 
 def completion_text(completion) -> str:
@@ -264,7 +278,8 @@ def parse_gold(answer_field) -> int:
     """
     if isinstance(answer_field, bool) or not isinstance(answer_field, (str, int)):
         raise TypeError(
-            f"La respuesta de referencia debe ser un texto o un entero, no {type(answer_field).__name__}."
+            "La respuesta de referencia debe ser un texto o un entero, "
+            f"no {type(answer_field).__name__}."
         )
     if isinstance(answer_field, int):
         return answer_field
@@ -283,7 +298,9 @@ def parse_gold(answer_field) -> int:
             f"{_preview(answer_field)}"
         )
     if value != value.to_integral_value():
-        raise ValueError(f"La respuesta de referencia no es un entero ({value}): {_preview(answer_field)}")
+        raise ValueError(
+            f"La respuesta de referencia no es un entero ({value}): {_preview(answer_field)}"
+        )
     return int(value)
 
 

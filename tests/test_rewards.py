@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -137,6 +138,8 @@ PARSE_CASES = [
     ("\u00bd", None, "vulgar fraction"),
     ("\u2460", None, "circled digit"),
     ("\u0664\u0662", None, "digits of another script"),
+    ("\u33e042", None, "a symbol that NFKC turns into digits ('1\u65e5')"),
+    ("\U0001d7d2\U0001d7d0", 42, "mathematical bold digits are digits"),
     ("x2", None, "digits glued to a letter before them"),
     ("- 7", None, "a detached dash may or may not be a sign"),
     ("a-7", None, "a dash after a letter is not a clean sign"),
@@ -362,6 +365,8 @@ HACKS = [
     ("several numbers, comma list", REASONING + "<answer>41, 42, 43</answer>", 0.9),
     ("answer inside <think> contradicting the final one",
      "<think>\n3 * 14 = 42\n<answer>42</answer>\n</think>\n<answer>41</answer>", 0.2),
+    ("a wrong answer inside <think>, the right one after it",
+     "<think>\n3 * 14 = 41?\n<answer>41</answer>\n</think>\n<answer>42</answer>", 2.2),
     ("answer inside <think> agreeing with the final one",
      "<think>\n3 * 14 = 42\n<answer>42</answer>\n</think>\n<answer>42</answer>", 2.2),
     ("empty answer", REASONING + "<answer></answer>", 0.4),
@@ -449,8 +454,9 @@ def test_non_list_completions_give_an_empty_list(function, completions):
 
 @pytest.mark.parametrize("function", ALL_FUNCTIONS, ids=lambda f: f.__name__)
 def test_tuples_and_trl_keyword_arguments_are_accepted(function):
+    # TRL calls reward_func(prompts=..., completions=..., completion_ids=..., **columns, ...)
     out = function(
-        (HONEST, "x"), answer=("42", "42"), prompts=["p", "p"], completion_ids=[[1], [2]],
+        completions=(HONEST, "x"), answer=("42", "42"), prompts=["p", "p"], completion_ids=[[1], [2]],
         trainer_state=None, log_extra=None, log_metric=None, question=["q", "q"],
     )
     assert len(out) == 2 and out[1] == 0.0 and out[0] == REWARD_VALUES[function.__name__] * (
@@ -479,6 +485,7 @@ ADVERSARIAL = {
 }
 
 
+@pytest.mark.timeout(60)  # catastrophic backtracking would hang for hours: fail instead
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_megabyte_adversarial_completion_is_fast(name):
     completion = ADVERSARIAL[name]
@@ -512,6 +519,12 @@ def test_function_names_are_the_logged_names():
     assert dict(REWARD_VALUES) == {"correctness_reward": 2.0, "format_reward": 0.5, "soft_format_reward": 0.1}
 
 
+def test_reward_functions_pickle_by_reference():
+    # TRL documents module-level functions as the picklable reward form (workers may pickle them)
+    for function in reward_functions():
+        assert pickle.loads(pickle.dumps(function)) is function
+
+
 def test_reward_values_are_read_only():
     with pytest.raises(TypeError):
         REWARD_VALUES["format_reward"] = 2.0  # type: ignore[index]
@@ -519,9 +532,9 @@ def test_reward_values_are_read_only():
 
 def test_reward_functions_selection():
     assert reward_functions() == [correctness_reward, format_reward, soft_format_reward]
-    e2 = reward_functions(["format_reward", "soft_format_reward"])
-    assert e2 == [format_reward, soft_format_reward]
-    assert correctness_reward not in e2
+    e2 = reward_functions(["format_reward"])  # E2: "deja solo format_reward"
+    assert e2 == [format_reward] and correctness_reward not in e2
+    assert reward_functions(["format_reward", "soft_format_reward"]) == [format_reward, soft_format_reward]
     assert reward_functions("format_reward") == [format_reward]
     assert reward_functions(("soft_format_reward", "correctness_reward")) == [soft_format_reward, correctness_reward]
     with pytest.raises(ValueError, match="desconocida.*accuracy"):
