@@ -11,6 +11,9 @@ import sys
 
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "labs.doctor",
+    "l71": "labs.l71",
+    "grade": "labs.grading",
+    "vram": "labs.vram",
 }
 
 

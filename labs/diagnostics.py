@@ -339,8 +339,10 @@ def detect_format_hacking(metrics, eval_summary: dict | None = None) -> Finding:
     """The E2 pattern: the format reward rises while correctness does not.
 
     ``holds`` is True when the pattern is there. Correctness comes from the logged correctness reward;
-    when the run has none (E2 drops it), the holdout evaluation decides: a measurable gain rules the
-    pattern out, a measured lack of gain confirms it, and without a conclusive evaluation it cannot tell.
+    a measurable gain on the holdout (``eval_summary``) rules the pattern out even when that reward is
+    flat (a model near the ceiling). When the run logs no correctness (E2 drops it), the holdout decides:
+    a measurable gain rules the pattern out, a measured lack of gain confirms it, and without a
+    conclusive evaluation it cannot tell.
     """
     key = "format_hacking"
     fmt = format_series(metrics)
@@ -361,6 +363,16 @@ def detect_format_hacking(metrics, eval_summary: dict | None = None) -> Finding:
         if corr_rise.holds:
             return Finding(
                 key, False, "No hay hacking de formato: la recompensa de formato subió, pero la de corrección también.", evidence=evidence
+            )
+        gain = holdout_gain(eval_summary)
+        if gain.holds:  # e.g. a model near the ceiling: the logged correctness cannot rise much
+            evidence["holdout"] = gain.evidence
+            return Finding(
+                key,
+                False,
+                "No hay hacking de formato: la recompensa de corrección registrada no subió, pero la precisión en "
+                "el holdout mejoró de forma medible.",
+                evidence=evidence,
             )
         return Finding(
             key,

@@ -71,6 +71,8 @@ class Profile:
     format_pass_examples: int = 64
     format_pass_epochs: int = 2
     format_pass_learning_rate: float = 5e-5
+    # --- LoRA (L7.1 on a 32 GB card: a full fine-tune of a 4B model does not fit; see labs.vram) ---
+    use_lora: bool = False
     # --- LoRA / Unsloth (L7.2) ---
     lora_r: int = 16
     lora_alpha: int = 16
@@ -124,6 +126,9 @@ RTX5090 = Profile(
     data_source="hub",
     eval_size=500,
     save_steps=50,
+    # A full fine-tune of Qwen3-4B needs weights, gradients, AdamW states and a reference copy:
+    # about 56 GiB by labs.vram's plan. LoRA on the same targets as L7.2 fits in about 27 GiB.
+    use_lora=True,
     format_pass=False,
     report_to=(),
 )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from labs import diagnostics as dg
 from labs import runfolder as rf
 from labs import stats
+from rewards import REWARD_NAMES
 
 from .holdout import ID_PREFIX, Holdout, check_holdout
 from .inputs import RunData, find_value, reward_functions
@@ -22,7 +23,7 @@ NO_CUMPLE = "no cumple"
 NO_SE_PUEDE = "no se puede determinar"
 MANUAL = "revisión manual"
 
-COURSE_REWARDS = ("correctness_reward", "format_reward", "soft_format_reward")
+COURSE_REWARDS = REWARD_NAMES  # the lesson's three functions; level 4 needs others
 CORE_KEYS = ("loss", dg.REWARD, dg.KL, "grad_norm", dg.LENGTH)
 
 FAILURE_TEXT = {

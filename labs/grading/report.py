@@ -66,7 +66,7 @@ def _figures(grade: RunGrade, out_dir: Path) -> list[tuple[str, str]]:
         plot_holdout(grade.holdout, fig_dir / "holdout.png")
         made.append(("Holdout: precisión y problemas que cambian", f"{FIGURES_DIR}/holdout.png"))
     taken: set[str] = set()
-    for i, other in enumerate(grade.comparisons):
+    for other in grade.comparisons:
         name = f"comparacion_{slug(other.name, taken)}.png"
         if plot_curves(other.data.metrics, fig_dir / name, title=f"Comparación: {other.name}"):
             made.append((f"Curvas de la ejecución de comparación '{other.name}'", f"{FIGURES_DIR}/{name}"))
