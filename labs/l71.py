@@ -167,6 +167,10 @@ def main(argv=None) -> int:
     parser.add_argument("--run-name", help="nombre de la carpeta del run (mismo nombre = continuar)")
     parser.add_argument("--fresh", action="store_true", help="empezar un run nuevo en otra carpeta")
     parser.add_argument("--set", action="append", default=[], metavar="clave=valor", help="cambiar un ajuste del perfil")
+    parser.add_argument(
+        "--rewards", help="funciones de recompensa separadas por comas (por defecto las tres de la lección)"
+    )
+    parser.add_argument("--lab", default=LAB, help="etiqueta del laboratorio en run.json (L7.1, E1, E2, E3)")
     args = parser.parse_args(argv)
     try:
         profile = get_profile(args.profile)
@@ -177,8 +181,11 @@ def main(argv=None) -> int:
                 raise preflight.PreflightError(preflight.check_config_keywords([key]))
             k, v = parse_override(item, profile)
             overrides[k] = v
-        path = run_lab(profile, run_name=args.run_name, fresh=args.fresh, **overrides)
-    except (ProfileError, preflight.PreflightError, course_data.DataError, models.ModelNotAvailable) as exc:
+        names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
+        path = run_lab(
+            profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab, **overrides
+        )
+    except (ValueError, models.ModelNotAvailable) as exc:  # profile, pre-flight, data, reward names
         print(f"ERROR: {exc}", file=sys.stderr)
         return 2
     except recipe.RunFailed as exc:
