@@ -72,57 +72,93 @@ def base_model_for(profile: Profile, tokenizer_path: str, splits: dict) -> tuple
     return tokenizer_path, Path(tokenizer_path).name
 
 
-def run_lab(
-    profile: Profile | str | None = None,
-    run_name: str | None = None,
-    fresh: bool = False,
-    reward_names=None,
-    lab: str = LAB,
-    **overrides,
-) -> Path:
+class Lab:
+    """The L7.1 recipe as steps, so the notebook can run and explain them one at a time.
+
+    ``run_lab`` calls the same steps in order; the notebook calls them cell by cell. Either way the
+    run folder is the same.
+    """
+
+    def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides):
+        removed = [k for k in overrides if k in preflight.REMOVED_KEYWORDS]
+        if removed:
+            raise preflight.PreflightError(preflight.check_config_keywords(removed))
+        profile = profile if isinstance(profile, Profile) else get_profile(profile)
+        self.profile = profile.replace(**overrides) if overrides else profile
+        self.lab = lab
+        self.reward_funcs = reward_functions(reward_names)
+        prepare(self.profile, self.reward_funcs)  # before any model is loaded
+        self.run = new_run(self.profile, run_name, fresh, lab)
+        self.trainer = None
+
+    @property
+    def finished(self) -> bool:
+        return self.run.is_finished()
+
+    def load_data(self) -> dict:
+        """Tokenizer, the three disjoint subsets (format pass, GRPO prompts, holdout)."""
+        from transformers import AutoTokenizer
+
+        self.start_model = models.model_path(self.profile)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.start_model)
+        self.splits = course_data.course_splits(self.profile, self.tokenizer)
+        return self.splits
+
+    def format_pass(self) -> str:
+        """The optional supervised format pass; returns the model GRPO starts from."""
+        self.base_model, self.base_label = base_model_for(self.profile, self.start_model, self.splits)
+        write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, {"base_label": self.base_label})
+        return self.base_model
+
+    def build_trainer(self):
+        self.trainer = recipe.make_trainer(
+            self.profile, self.run, self.base_model, self.reward_funcs, course_data.to_dataset(self.splits["train"])
+        )
+        self.generate = generator(self.trainer, self.profile)
+        return self.trainer
+
+    def evaluate_base(self) -> list[dict]:
+        self.base_records = evaluation.evaluate(self.splits["eval"], self.generate, self.run, "base")
+        return self.base_records
+
+    def train(self) -> None:
+        recipe.train(self.trainer, self.profile, self.run)
+
+    def evaluate_trained(self) -> dict:
+        sync = sync_engine(self.trainer, self.profile)
+        trained = evaluation.evaluate(self.splits["eval"], self.generate, self.run, "trained")
+        self.trainer.save_model(str(self.run.model_dir))
+        summary = evaluation.summarize(self.run, self.base_records, trained, self.base_label)
+        if sync is not None:
+            summary["engine_weight_max_abs_diff"] = sync["max_abs_diff"]
+            write_json(self.run.path("eval/summary.json"), summary)
+        self.summary = summary
+        return summary
+
+    def finish(self) -> None:
+        finish(self.run, self.profile, self.trainer.state.global_step)
+
+    def run_all(self) -> Path:
+        if self.finished:
+            print(f"[run] {self.run.root} ya terminó; para empezar otro usa --fresh (o fresh=True).")
+            return self.run.root
+        self.load_data()
+        self.format_pass()
+        print(
+            f"[run] {self.lab} con el perfil '{self.profile.name}': {len(self.splits['train'])} prompts de GRPO, "
+            f"{len(self.splits['eval'])} de evaluación, {self.profile.max_steps} pasos -> {self.run.root}"
+        )
+        self.build_trainer()
+        self.evaluate_base()
+        self.train()
+        self.evaluate_trained()
+        self.finish()
+        return self.run.root
+
+
+def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides) -> Path:
     """Run lab L7.1 (or a variant of it, for the exercises) and return the run folder."""
-    removed = [k for k in overrides if k in preflight.REMOVED_KEYWORDS]
-    if removed:
-        raise preflight.PreflightError(preflight.check_config_keywords(removed))
-    if not isinstance(profile, Profile):
-        profile = get_profile(profile)
-    if overrides:
-        profile = profile.replace(**overrides)
-    reward_funcs = reward_functions(reward_names)
-    prepare(profile, reward_funcs)
-
-    run = new_run(profile, run_name, fresh, lab)
-    if run.is_finished():
-        print(f"[run] {run.root} ya terminó; para empezar otro usa --fresh (o fresh=True).")
-        return run.root
-
-    from transformers import AutoTokenizer
-
-    start_model = models.model_path(profile)
-    tokenizer = AutoTokenizer.from_pretrained(start_model)
-    splits = course_data.course_splits(profile, tokenizer)
-    base_model, base_label = base_model_for(profile, start_model, splits)
-    write_run_json(run, profile, lab, reward_funcs, base_model, {"base_label": base_label})
-    print(
-        f"[run] {lab} con el perfil '{profile.name}': {len(splits['train'])} prompts de GRPO, "
-        f"{len(splits['eval'])} de evaluación, {profile.max_steps} pasos -> {run.root}"
-    )
-
-    trainer = recipe.make_trainer(
-        profile, run, base_model, reward_funcs, course_data.to_dataset(splits["train"])
-    )
-    generate = generator(trainer, profile)
-    base = evaluation.evaluate(splits["eval"], generate, run, "base")
-    recipe.train(trainer, profile, run)
-    sync = sync_engine(trainer, profile)
-    trained = evaluation.evaluate(splits["eval"], generate, run, "trained")
-    trainer.save_model(str(run.model_dir))
-    summary = evaluation.summarize(run, base, trained, base_label)
-    if sync is not None:
-        summary["engine_weight_max_abs_diff"] = sync["max_abs_diff"]
-        write_json(run.path("eval/summary.json"), summary)
-    finish(run, profile, trainer.state.global_step)
-    return run.root
+    return Lab(profile, run_name, fresh, reward_names, lab, **overrides).run_all()
 
 
 def generator(trainer, profile: Profile):

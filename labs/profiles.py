@@ -157,6 +157,7 @@ CPU = Profile(
     format_pass=True,
     format_pass_examples=64,
     format_pass_epochs=2,
+    format_pass_learning_rate=1e-4,
     eval_max_new_tokens=96,
     lora_r=8,
     lora_alpha=16,
@@ -166,21 +167,16 @@ CPU = Profile(
 CI = CPU.replace(
     name="ci",
     description=(
-        "The smallest budgets that still run every code path (CI, nbval): a few GRPO steps, "
-        "a tiny format pass, a handful of evaluation problems."
+        "The smallest budgets that still run every code path (CI, nbval): the cpu profile's format "
+        "pass (shared cache), a few GRPO steps on one prompt per step, a handful of evaluation problems."
     ),
     train_size=32,
     eval_size=8,
     num_generations=4,
-    max_completion_length=48,
     per_device_train_batch_size=4,
     gradient_accumulation_steps=1,
     max_steps=3,
     save_steps=2,
-    format_pass_examples=16,
-    format_pass_epochs=1,
-    eval_max_new_tokens=48,
-    max_seq_length=320,
 )
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (CPU, CI, RTX5090)}

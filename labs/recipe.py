@@ -234,3 +234,27 @@ def train(trainer, profile: Profile, run: RunFolder) -> None:
         )
         raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
     run.write_status(STATE_FINISHED, trainer.state.global_step, profile.max_steps)
+
+
+# Why each non-obvious GRPOConfig keyword has the value it has (shown as a table in the L7.1 notebook).
+KNOBS_ES = {
+    "num_generations": "G de GRPO: respuestas por prompt. La media del grupo es la baseline (L6); más G, mejor estimación y más cómputo.",
+    "per_device_train_batch_size": "Cuenta completions, no prompts (TRL 1.x). Con gradient_accumulation_steps da las completions de cada paso.",
+    "gradient_accumulation_steps": "Micro-lotes acumulados por paso de optimizador; generation_batch_size = batch x acumulación.",
+    "max_completion_length": "Tokens máximos de cada respuesta. Si muchas llegan al tope (completions/clipped_ratio), el modelo no termina de razonar.",
+    "learning_rate": "RL es frágil: ~1e-6 en el modelo grande. El LR de SFT (2e-4) colapsa la política.",
+    "beta": "Peso de la KL hacia el modelo de referencia. TRL usa 0.0 por defecto (sin KL ni modelo de referencia); el curso fija 0.04.",
+    "loss_type": "'dapo' (por defecto en TRL): normaliza por tokens del lote, no por la longitud de cada respuesta como el objetivo original de L6.",
+    "temperature": "Muestreo de las G respuestas: sin diversidad dentro del grupo no hay ventaja que aprender.",
+    "use_vllm": "vLLM genera los rollouts (mucho más rápido que generate de transformers).",
+    "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento.",
+    "vllm_gpu_memory_utilization": "Fracción de memoria reservada para vLLM (pesos + caché KV); el resto queda para entrenar. OOM: bájala.",
+    "vllm_max_model_length": "Prompt + respuesta: dimensiona la caché KV para lo que GRPO genera, no para todo el contexto del modelo.",
+    "log_completions": "Guarda lo que escribió el modelo en cada paso (parquet) para leerlo después.",
+    "remove_unused_columns": "False: mantiene la columna 'answer', que correctness_reward necesita.",
+    "use_cpu": "Solo en los perfiles de CPU: sin GPU, GRPOConfig() falla si no se pide CPU y bf16=False.",
+    "bf16": "En GPU, pesos y activaciones en bfloat16; en CPU, float32.",
+    "model_init_kwargs": "Carga el modelo en bfloat16: pasado por nombre, TRL lo cargaría en float32 (el doble de memoria).",
+    "gradient_checkpointing": "Recalcula activaciones en el backward: menos memoria, algo más de tiempo (en CPU solo cuesta tiempo).",
+    "save_steps": "Cada cuántos pasos se guarda un checkpoint; relanzar el mismo comando continúa desde el último.",
+}

@@ -86,7 +86,7 @@ def _status_check(data: RunData, c: Criterion) -> bool | None:
     if state == rf.STATE_FAILED:
         kind = str(status.get("kind") or "error")
         what = FAILURE_TEXT.get(kind, f"falló ({kind[:40]})")
-        detail = str(status.get("message") or status.get("error") or "")[:300]
+        detail = str(status.get("message_es") or status.get("message") or status.get("error") or "")[:300]
         c.reasons.append(f"El entrenamiento {what} en el paso {step} de {max_steps}." + (f" Mensaje: {detail}" if detail else ""))
         return False
     c.reasons.append(

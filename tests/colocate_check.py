@@ -1,0 +1,53 @@
+"""A real GRPO run with vLLM colocate on CPU; prints a JSON verdict (run by test_vllm_colocate.py).
+
+Runs in its own process because a vLLM engine keeps ~30% of RAM until its process exits.
+The reward is deterministic and different for every completion of a group (the completion's
+length), so every step has a non-zero advantage and therefore a non-zero gradient.
+"""
+
+import json
+import sys
+import tempfile
+
+import torch
+
+
+def length_reward(completions, **kwargs):
+    return [len(c[0]["content"]) / 100.0 for c in completions]
+
+
+def main(out_path: str) -> None:
+    from labs import data, models, recipe, vllm_cpu_shim
+    from labs.profiles import get_profile
+    from labs.runfolder import RunFolder
+
+    profile = get_profile("ci").replace(max_steps=2, save_steps=10, learning_rate=1e-4, max_completion_length=24)
+    rows = data.course_splits(profile)["train"][:4]
+    run = RunFolder(tempfile.mkdtemp(prefix="colocate-"))
+    trainer = recipe.make_trainer(
+        profile, run, models.model_path(profile), [length_reward], data.to_dataset(rows)
+    )
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    start = vllm_cpu_shim.engine_weight_diff(trainer)
+    trainer.train()
+    stale = vllm_cpu_shim.engine_weight_diff(trainer)  # the last step is not synced yet
+    trainer.vllm_generation.sync_weights()
+    synced = vllm_cpu_shim.engine_weight_diff(trainer)
+    changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())]
+    verdict = {
+        "shim_applied": vllm_cpu_shim.is_applied(),
+        "params": len(before),
+        "changed": len(changed),
+        "diff_at_start": start["max_abs_diff"],
+        "diff_before_sync": stale["max_abs_diff"],
+        "diff_after_sync": synced["max_abs_diff"],
+        "compared": synced["compared"],
+        "missing": synced["missing"],
+        "steps": trainer.state.global_step,
+    }
+    with open(out_path, "w") as fh:
+        json.dump(verdict, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
