@@ -1,0 +1,84 @@
+"""labs.trainer_check: one real GRPOTrainer step; its advantages must equal labs.advantage."""
+
+import numpy as np
+import pytest
+
+from labs.advantage import group_advantages
+from labs.trainer_check import (
+    DEFAULT_PATTERNS,
+    TOLERANCE,
+    format_report,
+    grpo_config_kwargs,
+    pattern_rewards,
+    run_trainer_check,
+)
+
+
+def test_pattern_rewards_follow_position_in_group():
+    fmt, ok = pattern_rewards(DEFAULT_PATTERNS, 4)
+    completions = ["x"] * 12  # three groups: the patterns cycle
+    assert fmt(completions, prompts=None) == [1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1]
+    assert ok(completions) == [2, 0, 0, 2, 0, 0, 2, 0, 2, 0, 0, 2]
+    totals = np.add(fmt(completions[:4]), ok(completions[:4]))
+    assert totals.tolist() == [3, 1, 0, 3]  # the lesson's group
+    with pytest.raises(ValueError):
+        pattern_rewards(DEFAULT_PATTERNS, 3)
+
+
+def test_config_kwargs_are_accepted_by_grpo_config(tmp_path):
+    from trl import GRPOConfig
+
+    config = GRPOConfig(**grpo_config_kwargs(str(tmp_path), 4, 2, "group"))
+    assert config.per_device_train_batch_size == 8 and config.num_generations == 4
+    assert config.generation_batch_size % config.num_generations == 0
+    assert config.log_completions and not config.use_vllm and config.beta == 0.0
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    return run_trainer_check(output_dir=str(tmp_path_factory.mktemp("check")))
+
+
+@pytest.mark.slow
+def test_trainer_advantages_equal_labs_advantage(report):
+    assert report["max_diff"] < TOLERANCE, format_report(report)
+    assert len(report["rows"]) == 4 * len(DEFAULT_PATTERNS)
+    assert report["groups_consistent"]
+    assert "advantage" in report["columns"] and {"format_reward", "correctness_reward"} <= set(report["columns"])
+
+
+@pytest.mark.slow
+def test_the_check_can_tell_the_rules_apart(report):
+    # Negative controls: the population std and a missing 1e-4 both miss by far more than the tolerance.
+    assert report["max_diff_population"] > 1e-2
+    assert report["max_diff_no_eps"] > 10 * TOLERANCE
+
+
+@pytest.mark.slow
+def test_trainer_saw_the_rewards_we_defined(report):
+    rewards = [row["reward"] for row in report["rows"]]
+    fmt, ok = pattern_rewards(DEFAULT_PATTERNS, 4)
+    n = len(rewards)
+    assert rewards == list(np.add(fmt(["x"] * n), ok(["x"] * n)))
+    assert report["logged"]["reward"] == pytest.approx(np.mean(rewards), abs=1e-6)
+    assert report["logged"]["frac_reward_zero_std"] == 0.0
+    ours = group_advantages(rewards, 4)
+    assert [row["labs_advantage"] for row in report["rows"]] == ours.tolist()
+    assert "coincide" in format_report(report)
+
+
+@pytest.mark.slow
+def test_batch_scaling_also_matches(tmp_path):
+    batch = run_trainer_check(output_dir=str(tmp_path), scale_rewards="batch")
+    assert batch["max_diff"] < TOLERANCE, format_report(batch)
+    # and it is not the group rule: the two differ on these rewards
+    rewards = [row["reward"] for row in batch["rows"]]
+    assert np.max(np.abs(group_advantages(rewards, 4) - group_advantages(rewards, 4, scale_rewards="batch"))) > 1e-2
+
+
+@pytest.mark.slow
+def test_thread_count_is_restored(report):
+    import torch
+
+    # the module fixture already ran one check; the process must be left as it was
+    assert torch.get_num_threads() == report["threads_before"]
