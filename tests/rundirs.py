@@ -14,8 +14,9 @@ import numpy as np
 
 from labs import runfolder as rf
 from labs.profiles import get_profile
+from rewards import REWARD_NAMES
 
-COURSE_REWARDS = {"correctness_reward": 1.0, "format_reward": 1.0, "soft_format_reward": 1.0}
+COURSE_REWARDS = {name: 1.0 for name in REWARD_NAMES}  # weights as GRPOConfig's default reward_weights
 
 
 def ramp(steps: int, start: float, end: float, noise: float, rng: np.random.Generator) -> np.ndarray:
@@ -114,7 +115,7 @@ def make_run(
             "hardware": {"device": "synthetic"},
         },
     )
-    details = {k: v for k, v in (("kind", kind), ("message", message)) if v is not None}
+    details = {k: v for k, v in (("kind", kind), ("message_es", message)) if v is not None}
     folder.write_status(state, step if step is not None else steps_logged, max_steps, **details)
     rf.write_jsonl(folder.metrics_path, metrics)
     if verdicts is not None:

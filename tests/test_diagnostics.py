@@ -105,6 +105,9 @@ def test_format_hacking_detected_when_format_rises_and_correctness_is_flat():
     f = dg.detect_format_hacking(rows)
     assert f.holds is True and f.warning
     assert "hacking de formato" in f.message
+    assert dg.detect_format_hacking(rows, summary(NO_GAIN_HOLDOUT)).holds is True
+    ceiling = dg.detect_format_hacking(rows, summary(GOOD_HOLDOUT))  # flat logged correctness, real gain
+    assert ceiling.holds is False and "holdout mejoró" in ceiling.message
 
 
 def test_no_format_hacking_on_a_healthy_run_or_flat_format():

@@ -497,3 +497,20 @@ def test_rubric_notebook_and_grader_agree_on_the_answer_cells():
     assert set(cr.ANSWER_TAGS) <= tags
     assert all(v is None for v in cr.notebook_answers(nb).values())  # the template counts as unanswered
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb["cells"] if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize(
+    "run_json,expected",
+    [
+        ({"reward_functions": ["correctness_reward", "format_reward"]}, [("correctness_reward", None), ("format_reward", None)]),
+        ({"reward_functions": [{"name": "a", "weight": 2}, {"name": "b"}]}, [("a", 2.0), ("b", None)]),
+        ({"grpo_config": {"reward_funcs": {"a": 0.5}}}, [("a", 0.5)]),
+        ({"reward_functions": ["a", "b"], "grpo_config": {"reward_weights": [1.0, 0.2]}}, [("a", 1.0), ("b", 0.2)]),
+        ({"reward_functions": [3, None, {"weight": 1}, "  "]}, []),
+        (None, []),
+    ],
+)
+def test_reward_functions_read_from_every_run_json_shape(run_json, expected):
+    from labs.grading.inputs import reward_functions
+
+    assert reward_functions(run_json) == expected
