@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 
 from labs.profiles import Profile
-from labs.runfolder import STATE_FAILED, STATE_FINISHED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
+from labs.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
 
 
 def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
@@ -233,7 +233,8 @@ def train(trainer, profile: Profile, run: RunFolder) -> None:
             traceback=traceback.format_exc()[-8000:],
         )
         raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
-    run.write_status(STATE_FINISHED, trainer.state.global_step, profile.max_steps)
+    # "finished" is written by the lab once evaluation and report are done too.
+    run.write_status(STATE_RUNNING, trainer.state.global_step, profile.max_steps, phase="trained")
 
 
 # Why each non-obvious GRPOConfig keyword has the value it has (shown as a table in the L7.1 notebook).

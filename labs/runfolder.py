@@ -21,8 +21,9 @@ so a run can be understood and graded later without the model in memory::
       checkpoints/         trainer checkpoints (checkpoint-<step>/) used to resume
       completions/         TRL's per-step completion logs (parquet), when enabled
 
-Only JSON, JSONL, CSV, PNG, parquet and safetensors files: nothing that a reader must execute or
-unpickle. Writers replace files atomically (write beside, then rename), so a crash never leaves a
+Everything a reader (the grader) opens is JSON, JSONL, CSV, PNG, parquet or safetensors: nothing it
+must execute or unpickle. ``checkpoints/`` also holds the trainer's own state files (optimizer,
+RNG), which only the trainer reads when it resumes. Writers replace files atomically (write beside, then rename), so a crash never leaves a
 half-written JSON file that a later reader trusts.
 """
 
