@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from labs import runfolder as rf
 
-from .inputs import MAX_JSON_BYTES, MAX_JSONL_BYTES, MAX_PNG_BYTES, read_limited
+from .inputs import MAX_JSON_BYTES, MAX_JSONL_BYTES, MAX_PNG_BYTES, InputError, parse_json_object, read_limited
 
 RUN_MARKERS = (rf.RUN_JSON, rf.STATUS_JSON, rf.METRICS_JSONL, rf.EVAL_DIR)
 ZIP_SUFFIXES = {".json": MAX_JSON_BYTES, ".ipynb": MAX_JSON_BYTES, ".jsonl": MAX_JSONL_BYTES, ".csv": MAX_JSON_BYTES, ".png": MAX_PNG_BYTES}
@@ -205,8 +205,6 @@ def class_submissions(class_dir: Path, out_dir: Path) -> tuple[list[Submission],
 
 def read_notebook(path: Path) -> dict | None:
     """A notebook as a plain dict (JSON only, nothing executed), or None if it cannot be read."""
-    from .inputs import InputError, parse_json_object
-
     try:
         return parse_json_object(read_limited(path, MAX_JSON_BYTES))
     except InputError:
