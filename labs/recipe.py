@@ -10,6 +10,7 @@ crash into a status record plus a Spanish message that says what to change.
 from __future__ import annotations
 
 import math
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -199,6 +200,12 @@ def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_da
         from labs import vllm_cpu_shim
 
         vllm_cpu_shim.apply()  # no-op unless vLLM runs on its CPU back-end
+    if "wandb" in profile.report_to:
+        # Offline unless the student chose otherwise: no account needed, `wandb sync` uploads later.
+        os.environ.setdefault("WANDB_MODE", "offline")
+        os.environ.setdefault("WANDB_DIR", str(run.root))
+        os.environ.setdefault("WANDB_PROJECT", "grpo-course")
+        os.environ.setdefault("WANDB_NAME", run.root.name)
     args = build_grpo_config(profile, str(run.checkpoints))
     if profile.use_lora and "peft_config" not in extra and isinstance(model, str):
         extra["peft_config"] = lora_config(profile)

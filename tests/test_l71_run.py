@@ -24,9 +24,9 @@ STEPS, SAVE = 4, 2
 
 
 def launch(runs: Path, log: Path):
-    env = dict(os.environ, COURSE_RUNS=str(runs), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, COURSE_RUNS=str(runs), PYTHONUNBUFFERED="1", WANDB_MODE="offline")
     cmd = [sys.executable, "-m", "labs", "l71", "--profile", "ci", "--run-name", RUN_NAME,
-           "--set", f"max_steps={STEPS}", "--set", f"save_steps={SAVE}"]
+           "--set", f"max_steps={STEPS}", "--set", f"save_steps={SAVE}", "--set", "report_to=wandb"]
     return subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
 
@@ -96,6 +96,8 @@ def test_run_folder_is_complete(resumed):
     assert (run.curves_dir / "training.png").stat().st_size > 10_000
     assert (run.root / "grading" / "informe.md").exists()
     assert list(run.checkpoints.glob("completions/completions_*.parquet"))
+    # wandb, when enabled, logs offline into the run folder: no account needed
+    assert list(run.root.glob("wandb/offline-run-*"))
 
 
 def test_evaluation_is_paired_and_complete(resumed):
@@ -132,7 +134,7 @@ def test_a_finished_run_is_not_trained_again(resumed, tmp_path):
     env = dict(os.environ, COURSE_RUNS=str(run.root.parent))
     result = subprocess.run(
         [sys.executable, "-m", "labs", "l71", "--profile", "ci", "--run-name", RUN_NAME,
-         "--set", f"max_steps={STEPS}", "--set", f"save_steps={SAVE}"],
+         "--set", f"max_steps={STEPS}", "--set", f"save_steps={SAVE}", "--set", "report_to=wandb"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert result.returncode == 0 and "ya terminó" in result.stdout
