@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from filelock import FileLock
 
-from labs.paths import cache_dir
+from labs.paths import cache_dir, staged_folder
 from labs.profiles import Profile
 
 FORMAT_VERSION = 1  # bump when the target text below changes, so old caches are not reused
@@ -86,8 +84,7 @@ def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) ->
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    try:
+    with staged_folder(target) as staging:
         start = time.perf_counter()
         print(
             f"[formato] Pase supervisado de formato: {len(rows)} ejemplos x "
@@ -125,9 +122,3 @@ def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) ->
                 indent=2,
             )
         )
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)

