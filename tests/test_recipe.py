@@ -1,0 +1,70 @@
+"""The recipe's pure parts: GRPOConfig from a profile, failure messages, metrics trimming on resume."""
+
+import pytest
+
+from labs import recipe
+from labs.profiles import get_profile
+from labs.runfolder import RunFolder, append_jsonl
+
+
+@pytest.mark.parametrize("name", ["cpu", "ci"])
+def test_cpu_profiles_build_a_real_grpo_config(name, tmp_path):
+    profile = get_profile(name)
+    config = recipe.build_grpo_config(profile, str(tmp_path))
+    assert config.beta == profile.beta == 0.04  # explicit, not TRL's 0.0
+    assert config.num_generations == profile.num_generations
+    assert config.use_vllm and config.vllm_mode == "colocate"
+    assert config.vllm_max_model_length == profile.max_prompt_tokens + profile.max_completion_length
+    assert config.use_cpu and not config.bf16
+    assert config.remove_unused_columns is False  # keeps the `answer` column
+    assert config.generation_batch_size % config.num_generations == 0
+
+
+def test_gpu_profile_loads_bf16_and_trains_lora():
+    profile = get_profile("rtx5090")
+    kwargs = recipe.grpo_config_kwargs(profile, "/tmp/x")
+    assert kwargs["model_init_kwargs"] == {"dtype": "bfloat16"} and kwargs["bf16"]
+    assert "max_prompt_length" not in kwargs
+    lora = recipe.lora_config(profile)
+    assert lora.r == profile.lora_r and set(lora.target_modules) == set(profile.lora_targets)
+
+
+@pytest.mark.parametrize(
+    "exc, kind, phrase",
+    [
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom", "per_device_train_batch_size"),
+        (MemoryError(), "oom", "max_completion_length"),
+        (KeyboardInterrupt(), "interrupted", "continuará desde el último checkpoint"),
+        (recipe.NonFiniteLoss("loss=nan en el paso 7"), "nan", "learning rate"),
+        (ValueError("something else"), "error", "ValueError"),
+    ],
+)
+def test_failures_are_classified_with_a_spanish_fix(exc, kind, phrase):
+    failure = recipe.classify_failure(exc, get_profile("rtx5090"))
+    assert failure.kind == kind
+    assert phrase in failure.message_es
+
+
+def test_resume_trims_metrics_logged_after_the_checkpoint(tmp_path):
+    run = RunFolder(tmp_path)
+    for step in (1, 2, 3, 4, 5):
+        append_jsonl(run.metrics_path, {"step": step, "reward": step / 10})
+    assert recipe.trim_metrics_after(run, 3) == 2
+    assert [m["step"] for m in run.metrics()] == [1, 2, 3]
+
+
+def test_last_checkpoint_ignores_incomplete_ones(tmp_path):
+    run = RunFolder(tmp_path)
+    for step, complete in ((2, True), (4, True), (6, False)):
+        folder = run.checkpoints / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        if complete:
+            (folder / "trainer_state.json").write_text("{}")
+    assert run.last_checkpoint().name == "checkpoint-4"
+    assert recipe.checkpoint_step(run.last_checkpoint()) == 4
+
+
+def test_every_knob_explained_is_a_real_config_keyword():
+    keys = set(recipe.grpo_config_kwargs(get_profile("rtx5090"), "x")) | set(
+        recipe.grpo_config_kwargs(get_profile("cpu"), "x"))
+    assert set(recipe.KNOBS_ES) <= keys
