@@ -22,6 +22,12 @@ What it does
    in float32 on CPU (``bf16=False``), so the engine matches it exactly. The same wrapper turns on
    ``enforce_eager``: compiling the model graph on CPU took minutes of start-up here against
    seconds without it, for no gain that a 135M model's short generations can use.
+3. Size the engine's KV cache explicitly (1 GiB unless ``VLLM_CPU_KVCACHE_SPACE`` says otherwise).
+   On CPU, vLLM reads ``gpu_memory_utilization`` as a fraction of the machine's RAM and gives the KV
+   cache that amount minus the whole process's resident memory (torch, the training model, vLLM's
+   own copy). With 0.3 that reserves ~7 GiB on a 24 GiB machine for a cache that needs ~0.1 GiB,
+   refuses to start when other programs use the RAM, and with 0.1 it is negative. 1 GiB holds
+   about 23,000 tokens of SmolLM2's float32 cache: every group and the whole holdout at once.
 
 It is applied only when vLLM runs on its CPU back-end, never on CUDA. ``apply()`` is idempotent.
 ``engine_weight_diff(trainer)`` measures, after a step, how far the engine's weights are from the
@@ -31,8 +37,10 @@ trainer's: the tests and the L7.1 lab use it to show the sync really happened.
 from __future__ import annotations
 
 import functools
+import os
 
 _APPLIED = False
+CPU_KV_CACHE_BYTES = 1 << 30
 
 
 def vllm_runs_on_cpu() -> bool:
@@ -67,6 +75,8 @@ def _float32_llm(llm_cls):
         def __init__(self, *args, **kwargs):
             kwargs.setdefault("dtype", "float32")
             kwargs.setdefault("enforce_eager", True)
+            if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+                kwargs.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_BYTES)
             super().__init__(*args, **kwargs)
 
     Float32LLM.__name__ = Float32LLM.__qualname__ = "LLM"
