@@ -1,0 +1,248 @@
+"""labs.sweep: skipping finished runs, resuming, failures, timeouts, and the child's command line.
+
+The children here are stand-ins started with ``sys.executable -c``: they write status.json the way
+the lab does and append their name to a marker file, so a test sees exactly which processes ran.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from rundirs import make_run
+
+from labs import sweep
+from labs.profiles import get_profile, parse_override
+from labs.runfolder import RunFolder
+
+# argv: run_dir, name, marker file, mode ("ok" | "fail" | "error" | "sleep" | "silent" | "crash" | "killed")
+CHILD = r"""
+import json, os, sys, time
+run_dir, name, marker, mode = sys.argv[1:5]
+with open(marker, "a") as fh:
+    fh.write(name + "\n")
+os.makedirs(run_dir, exist_ok=True)
+print("ruido de una biblioteca", flush=True)
+print("[run] empiezo " + name, flush=True)
+assert os.environ["COURSE_RUNS"] == os.path.dirname(run_dir), os.environ["COURSE_RUNS"]
+assert int(os.environ["MASTER_PORT"]) > 0  # each child gets a port of its own for torch.distributed
+def status(state, **extra):
+    with open(os.path.join(run_dir, "status.json"), "w") as fh:
+        json.dump({"state": state, "step": 1, "max_steps": 2, **extra}, fh)
+if mode == "ok":
+    status("finished")
+elif mode == "fail":
+    status("failed", kind="oom", message_es="Memoria agotada (OOM). Baja per_device_train_batch_size.")
+    print("ERROR: el entrenamiento se detuvo.", file=sys.stderr, flush=True)
+    sys.exit(1)
+elif mode == "error":
+    print("ERROR: El perfil no tiene el ajuste 'foo'.", file=sys.stderr, flush=True)
+    sys.exit(2)
+elif mode == "sleep":
+    time.sleep(60)
+elif mode == "silent":
+    status("running")
+elif mode == "crash":
+    raise RuntimeError("The server socket has failed to listen")
+elif mode == "killed":
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def fake(root, marker, modes):
+    """A ``command_for`` that runs CHILD with the mode chosen per variant name (default "ok")."""
+
+    def command_for(variant, profile_name):
+        assert profile_name == "ci"
+        return [sys.executable, "-c", CHILD, str(root / variant.name), variant.name, str(marker),
+                modes.get(variant.name, "ok")]
+
+    return command_for
+
+
+def started(marker) -> list[str]:
+    return marker.read_text().split() if marker.exists() else []
+
+
+@pytest.fixture
+def env(tmp_path):
+    root = tmp_path / "runs"
+    root.mkdir()
+    return root, tmp_path / "started.txt"
+
+
+def variants(*names):
+    return [sweep.Variant(n, {"max_steps": 2}, label=n) for n in names]
+
+
+def test_finished_run_is_skipped_without_starting_a_process(env):
+    root, marker = env
+    RunFolder(root / "a-ci").write_status("finished", 2, 2)
+    lines = []
+    result = sweep.run_sweep(variants("a-ci", "b-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lines.append)
+    assert started(marker) == ["b-ci"]
+    assert [r.state for r in result.results] == [sweep.SKIPPED, sweep.FINISHED]
+    assert result.run_dirs() == {"a-ci": root / "a-ci", "b-ci": root / "b-ci"}
+    assert not result.failed
+    result.raise_on_failure()  # nothing to raise
+    assert any("ya terminada" in line for line in lines)
+
+
+def test_second_sweep_resumes_only_what_is_unfinished(env):
+    root, marker = env
+    RunFolder(root / "a-ci").write_status("running", 1, 2)  # interrupted halfway: must run again
+    vs = variants("a-ci", "b-ci", "c-ci")
+    first = sweep.run_sweep(vs, "ci", runs_root=root, command_for=fake(root, marker, {"c-ci": "silent"}), echo=lambda s: None)
+    assert started(marker) == ["a-ci", "b-ci", "c-ci"]
+    assert [r.state for r in first.results] == [sweep.FINISHED, sweep.FINISHED, sweep.FAILED]
+    assert "finished" in first.results[2].message  # exit 0 but not finished is still a failure
+
+    second = sweep.run_sweep(vs, "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lambda s: None)
+    assert started(marker) == ["a-ci", "b-ci", "c-ci", "c-ci"]
+    assert [r.state for r in second.results] == [sweep.SKIPPED, sweep.SKIPPED, sweep.FINISHED]
+
+
+def test_failure_reports_the_status_message_and_continues(env):
+    root, marker = env
+    lines = []
+    result = sweep.run_sweep(
+        variants("a-ci", "b-ci"), "ci", runs_root=root, command_for=fake(root, marker, {"a-ci": "fail"}), echo=lines.append
+    )
+    assert started(marker) == ["a-ci", "b-ci"]
+    a, b = result.results
+    assert a.state == sweep.FAILED and a.returncode == 1
+    assert a.message == "[oom] Memoria agotada (OOM). Baja per_device_train_batch_size."
+    assert b.state == sweep.FINISHED
+    assert any("FALLÓ" in line and "Memoria agotada" in line for line in lines)
+    assert a.log_path.exists() and "ERROR: el entrenamiento se detuvo." in a.log_path.read_text()
+    with pytest.raises(sweep.SweepError, match="a-ci.*Memoria agotada"):
+        result.raise_on_failure()
+
+
+def test_stop_on_failure_leaves_the_rest_unstarted(env):
+    root, marker = env
+    result = sweep.run_sweep(
+        variants("a-ci", "b-ci"), "ci", runs_root=root, command_for=fake(root, marker, {"a-ci": "fail"}),
+        stop_on_failure=True, echo=lambda s: None,
+    )
+    assert started(marker) == ["a-ci"]
+    assert [r.state for r in result.results] == [sweep.FAILED, sweep.NOT_RUN]
+    assert len(result.failed) == 2
+
+
+def test_failure_without_status_reports_the_error_line(env):
+    root, marker = env
+    # a failure left by an earlier attempt is not the reason this time
+    RunFolder(root / "a-ci").write_status("failed", 1, 2, kind="nan", message_es="viejo")
+    result = sweep.run_sweep(variants("a-ci"), "ci", runs_root=root, command_for=fake(root, marker, {"a-ci": "error"}), echo=lambda s: None)
+    assert result.results[0].state == sweep.FAILED
+    assert result.results[0].returncode == 2
+    assert result.results[0].message == "ERROR: El perfil no tiene el ajuste 'foo'."
+
+
+def test_crash_and_kill_are_explained(env):
+    root, marker = env
+    result = sweep.run_sweep(
+        variants("a-ci", "b-ci"), "ci", runs_root=root, command_for=fake(root, marker, {"a-ci": "crash", "b-ci": "killed"}),
+        echo=lambda s: None,
+    )
+    crashed, killed = result.results
+    assert crashed.returncode == 1
+    assert "RuntimeError: The server socket has failed to listen" in crashed.message
+    assert killed.returncode == -9 and "memoria" in killed.message
+
+
+def test_timeout_stops_the_child(env):
+    root, marker = env
+    start = time.monotonic()
+    result = sweep.run_sweep(
+        variants("a-ci"), "ci", runs_root=root, command_for=fake(root, marker, {"a-ci": "sleep"}), timeout=2, echo=lambda s: None
+    )
+    assert time.monotonic() - start < 30
+    r = result.results[0]
+    assert r.state == sweep.FAILED and r.returncode is None
+    assert "límite de 2 s" in r.message
+
+
+def test_course_lines_are_shown_and_library_noise_is_not(env):
+    root, marker = env
+    lines = []
+    sweep.run_sweep(variants("a-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lines.append)
+    assert any("[run] empiezo a-ci" in line for line in lines)
+    assert not any("ruido" in line for line in lines)
+    everything = []
+    sweep.run_sweep(variants("b-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=everything.append, show="all")
+    assert any("ruido" in line for line in everything)
+
+
+def test_names_must_carry_the_profile(env):
+    root, marker = env
+    with pytest.raises(sweep.SweepError, match="no contiene el perfil 'ci'"):
+        sweep.run_sweep(variants("e1-cpu-g4"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lambda s: None)
+    assert started(marker) == []
+
+
+def test_unknown_setting_is_refused_before_anything_runs(env):
+    root, marker = env
+    bad = [sweep.Variant("a-ci"), sweep.Variant("b-ci", {"no_such_setting": 1})]
+    with pytest.raises(ValueError, match="no_such_setting"):
+        sweep.run_sweep(bad, "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lambda s: None)
+    assert started(marker) == []
+
+
+def test_finished_run_with_other_settings_is_not_reused(env):
+    root, marker = env
+    make_run(root, "a-ci", profile="ci", max_steps=2, beta=0.2)
+    with pytest.raises(sweep.SweepError, match="beta"):
+        sweep.run_sweep(variants("a-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lambda s: None)
+    # the same folder, asked for with its own settings, is reused
+    same = [sweep.Variant("a-ci", {"max_steps": 2, "beta": 0.2})]
+    result = sweep.run_sweep(same, "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lambda s: None)
+    assert result.results[0].state == sweep.SKIPPED
+    # ...but not with other reward functions
+    other_rewards = [sweep.Variant("a-ci", {"max_steps": 2, "beta": 0.2}, rewards=("format_reward",))]
+    with pytest.raises(sweep.SweepError, match="recompensas"):
+        sweep.run_sweep(other_rewards, "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lambda s: None)
+    assert started(marker) == []
+
+
+def test_shared_variant_runs_once(env):
+    root, marker = env
+    v = sweep.Variant("ref-ci", {"max_steps": 2})
+    result = sweep.run_sweep([v, sweep.Variant("ref-ci", {"max_steps": 2}, label="otra etiqueta")], "ci",
+                             runs_root=root, command_for=fake(root, marker, {}), echo=lambda s: None)
+    assert started(marker) == ["ref-ci"]
+    assert len(result.results) == 1
+    with pytest.raises(sweep.SweepError, match="ajustes distintos"):
+        sweep.check_variants([v, sweep.Variant("ref-ci", {"max_steps": 3})], get_profile("ci"))
+
+
+def test_lab_command_round_trips_through_the_cli_parser():
+    profile = get_profile("ci")
+    v = sweep.Variant(
+        "e1-ci-g8",
+        {"num_generations": 8, "beta": 0.0, "learning_rate": 1e-6, "use_vllm": False,
+         "lora_targets": ("q_proj", "v_proj"), "model": "bundled:SmolLM2-135M-Instruct"},
+        rewards=("format_reward", "soft_format_reward"),
+        lab="E1",
+    )
+    cmd = sweep.lab_command(v, "ci")
+    assert cmd[:4] == [sys.executable, "-m", "labs", "l71"]
+    assert cmd[cmd.index("--profile") + 1] == "ci"
+    assert cmd[cmd.index("--run-name") + 1] == "e1-ci-g8"
+    assert cmd[cmd.index("--lab") + 1] == "E1"
+    assert cmd[cmd.index("--rewards") + 1] == "format_reward,soft_format_reward"
+    parsed = dict(parse_override(cmd[i + 1], profile) for i, arg in enumerate(cmd) if arg == "--set")
+    assert parsed == v.overrides
+    assert "--rewards" not in sweep.lab_command(sweep.Variant("ref-ci"), "ci")
+
+
+def test_plan_says_what_would_run(env):
+    root, _ = env
+    RunFolder(root / "a-ci").write_status("finished", 2, 2)
+    RunFolder(root / "b-ci").write_status("failed", 1, 2)
+    assert [(v.name, done) for v, done in sweep.plan(variants("a-ci", "b-ci", "c-ci"), "ci", root)] == [
+        ("a-ci", True), ("b-ci", False), ("c-ci", False)
+    ]
