@@ -9,8 +9,11 @@ crash into a status record plus a Spanish message that says what to change.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -219,6 +222,31 @@ def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_da
     return trainer
 
 
+@contextlib.contextmanager
+def stop_signals_raise_keyboard_interrupt():
+    """Ctrl+C (SIGINT) and ``kill`` (SIGTERM) stop training through our failure path.
+
+    vLLM's engine installs its own SIGINT/SIGTERM handlers in this process, which swallow Ctrl+C; a
+    run stopped by hand would then die without saying why. During ``trainer.train()`` both signals
+    raise KeyboardInterrupt, which ``train`` records as "interrupted" before re-raising.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"señal {signal.Signals(signum).name}")
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def train(trainer, profile: Profile, run: RunFolder) -> None:
     """Train (resuming from the newest checkpoint if any); record success or the reason for failure."""
     checkpoint = run.last_checkpoint()
@@ -227,7 +255,8 @@ def train(trainer, profile: Profile, run: RunFolder) -> None:
         print(f"[run] Continúo desde {checkpoint.name} ({dropped} pasos registrados después se repetirán).")
     run.write_status(STATE_RUNNING, checkpoint_step(checkpoint) if checkpoint else 0, profile.max_steps)
     try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        with stop_signals_raise_keyboard_interrupt():
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except BaseException as exc:
         failure = classify_failure(exc, profile)
         run.write_status(

@@ -68,3 +68,14 @@ def test_every_knob_explained_is_a_real_config_keyword():
     keys = set(recipe.grpo_config_kwargs(get_profile("rtx5090"), "x")) | set(
         recipe.grpo_config_kwargs(get_profile("cpu"), "x"))
     assert set(recipe.KNOBS_ES) <= keys
+
+
+def test_stop_signals_raise_keyboard_interrupt_and_are_restored():
+    import os
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with recipe.stop_signals_raise_keyboard_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)  # Python runs the handler right after this call
+    assert signal.getsignal(signal.SIGTERM) is before
