@@ -114,12 +114,12 @@ def test_trl_total_is_the_sum_of_its_lines_and_vllm_fills_its_fraction():
 
 
 def test_full_finetune_counts_grads_adam_and_reference_model():
-    p = vram.plan(RTX5090, "trl", card_gib=32)
+    p = vram.plan(RTX5090, "trl", card_gib=32, lora=False)
     w = vram.QWEN3_4B.params * 2 / GIB
     assert p.line("Gradientes (bf16)").gib == pytest.approx(w)
     assert p.line("AdamW: 2 estados (dtype del parámetro, bf16)").gib == pytest.approx(2 * w)
     assert p.line("Modelo de referencia (beta ≠ 0, sin LoRA)").gib == pytest.approx(w)
-    no_kl = vram.plan(RTX5090.replace(beta=0.0), "trl", card_gib=32)
+    no_kl = vram.plan(RTX5090.replace(beta=0.0), "trl", card_gib=32, lora=False)
     assert p.total_gib - no_kl.total_gib == pytest.approx(w)
 
 
@@ -212,9 +212,14 @@ def test_bad_path_is_refused():
 # --------------------------------------------------------------------------------------------------
 
 
+def test_course_profile_fits_the_5090_on_the_trl_path():
+    assert RTX5090.use_lora and vram.plan(RTX5090, "trl", card_gib=32).fits
+
+
 def test_lesson_full_finetune_does_not_fit_and_the_warning_lists_knobs_that_would():
-    # L7.1 as written: full fine-tune of Qwen3-4B, beta=0.04, vLLM at 0.3, on 32 GiB.
-    p = vram.plan(RTX5090, "trl", card_gib=32)
+    # L7.1 as the lesson wrote it: full fine-tune of Qwen3-4B, beta=0.04, vLLM at 0.3, on 32 GiB
+    # (why the rtx5090 profile trains LoRA adapters instead).
+    p = vram.plan(RTX5090, "trl", card_gib=32, lora=False)
     assert not p.fits and p.total_gib > 40
     text = p.render_es()
     assert "AVISO" in text and "NO cabe" in text
@@ -247,7 +252,8 @@ def test_fitting_plan_has_no_knobs():
 
 
 def test_command_line_prints_the_plan_and_exits_1_when_it_does_not_fit(capsys):
-    assert vram.main(["--profile", "rtx5090", "--path", "trl", "--card-gib", "32"]) == 1
+    full = ["--profile", "rtx5090", "--path", "trl", "--card-gib", "32", "--set", "use_lora=false"]
+    assert vram.main(full) == 1
     assert "NO cabe" in capsys.readouterr().out
     args = ["--profile", "rtx5090", "--card-gib", "32", "--lora", "--set", "per_device_train_batch_size=4"]
     assert vram.main(args) == 0
