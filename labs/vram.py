@@ -495,7 +495,8 @@ def _knobs(profile, path: str, options: dict) -> list[str]:
         out.append(f"vllm_gpu_memory_utilization {u} → {lower} (menos caché KV: genera más despacio): "
                    f"{outcome(utilization=lower)}")
     if path == "trl":
-        if not (options["lora"] or getattr(profile, "use_lora", False)):
+        lora = options["lora"] if options["lora"] is not None else getattr(profile, "use_lora", False)
+        if not lora:
             out.append(f"LoRA (r={profile.lora_r}) en vez de ajustar todos los pesos: {outcome(lora=True)}")
         if not profile.gradient_checkpointing:
             out.append(f"gradient_checkpointing=True: {outcome(profile.replace(gradient_checkpointing=True))}")
