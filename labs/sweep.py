@@ -62,8 +62,9 @@ NOT_RUN = "not_run"  # never started (an earlier failure with stop_on_failure=Tr
 
 STATE_ES = {SKIPPED: "reutilizada", FINISHED: "terminada", FAILED: "fallida", NOT_RUN: "no ejecutada"}
 
-# Lines the lab prints for the student: "[run] ...", "[eval] ...", "[qué observar] ...", "ERROR: ...".
-_COURSE_LINE = re.compile(r"^\s*(\[[^\]\n]{1,40}\]|ERROR\b|AVISO\b)")
+# Lines the lab prints for the student: "[run] ...", "[eval] ...", "[qué observar] ...", "ERROR: ...";
+# the course's tags are lower-case words, unlike the libraries' "[INFO]" or "[W1129 12:17:01 utils.cpp:68]".
+_COURSE_LINE = re.compile(r"^\s*(\[[a-záéíóúüñ ]{2,24}\]|ERROR\b|AVISO\b)")
 # Profile settings that say nothing about what was trained: never compared with a finished run.
 _IGNORED_SETTINGS = {"description"}
 
@@ -294,6 +295,25 @@ def failure_message(run: RunFolder, returncode: int | None, tail: Sequence[str],
     return f"el proceso terminó con código {returncode} sin escribir nada (mira el registro)"
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM when the parent dies (Linux; a no-op elsewhere).
+
+    The child runs in its own session (so a timeout can stop its whole process group), which also means
+    a killed notebook kernel would leave it training on its own; a second sweep would then start another
+    process on the same run folder. With this, a dead parent stops the child, and the next sweep resumes
+    the run from its last checkpoint.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _terminate(proc: subprocess.Popen) -> None:
     """Stop the child and everything it started (it runs in its own process group)."""
     try:
@@ -333,6 +353,7 @@ def run_child(
         proc = subprocess.Popen(
             list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
             start_new_session=True, text=True, encoding="utf-8", errors="replace", bufsize=1,
+            preexec_fn=_die_with_parent,
         )
         deadline = None if timeout is None else time.monotonic() + timeout
         watchdog = None

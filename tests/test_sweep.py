@@ -24,6 +24,9 @@ with open(marker, "a") as fh:
     fh.write(name + "\n")
 os.makedirs(run_dir, exist_ok=True)
 print("ruido de una biblioteca", flush=True)
+print("[INFO] ruido de wandb", flush=True)
+print("[W1129 12:17:01.712152365 utils.cpp:68] Warning: ruido de torch", flush=True)
+print("[qué observar] una línea del curso", flush=True)
 print("[run] empiezo " + name, flush=True)
 assert os.environ["COURSE_RUNS"] == os.path.dirname(run_dir), os.environ["COURSE_RUNS"]
 assert int(os.environ["MASTER_PORT"]) > 0  # each child gets a port of its own for torch.distributed
@@ -166,11 +169,57 @@ def test_timeout_stops_the_child(env):
     assert "límite de 2 s" in r.message
 
 
+PARENT = r"""
+import sys
+from pathlib import Path
+from labs import sweep
+root, marker, child = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+def command_for(variant, profile_name):
+    return [sys.executable, "-c", child, str(root / variant.name), variant.name, marker, "sleep"]
+sweep.run_sweep([sweep.Variant("a-ci")], "ci", runs_root=root, command_for=command_for)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_child_dies_with_a_killed_parent(env):
+    """A killed notebook kernel must not leave a training running on its own."""
+    import os
+    import signal
+    import subprocess
+
+    root, marker = env
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(root), str(marker), CHILD])
+    try:
+        deadline = time.monotonic() + 60
+        while not started(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert started(marker) == ["a-ci"]
+        out = subprocess.run(["pgrep", "-f", f"{root / 'a-ci'}"], capture_output=True, text=True)
+        children = [int(p) for p in out.stdout.split()]
+        assert children
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 20
+    alive = children
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = []
+        for pid in children:
+            try:
+                os.kill(pid, 0)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+    assert not alive, f"child process(es) {alive} outlived their parent"
+
+
 def test_course_lines_are_shown_and_library_noise_is_not(env):
     root, marker = env
     lines = []
     sweep.run_sweep(variants("a-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lines.append)
     assert any("[run] empiezo a-ci" in line for line in lines)
+    assert any("[qué observar] una línea del curso" in line for line in lines)
     assert not any("ruido" in line for line in lines)
     everything = []
     sweep.run_sweep(variants("b-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=everything.append, show="all")
