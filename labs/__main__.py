@@ -12,7 +12,9 @@ import sys
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "labs.doctor",
     "l71": "labs.l71",
+    "l72": "labs.unsloth_lab",
     "grade": "labs.grading",
+    "sweep": "labs.sweep",
     "vram": "labs.vram",
 }
 

@@ -499,3 +499,34 @@ def run_sweep(
 def replace(variant: Variant, **changes) -> Variant:
     """A copy of ``variant`` with some fields changed."""
     return dataclasses.replace(variant, **changes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line: the exercises' sweeps from a terminal (on a 5090 each one is hours)
+# --------------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    """``python -m labs sweep E1|E2|E3 [--profile p]``: run (or resume) one exercise's variants."""
+    import argparse
+
+    from labs import exercises
+
+    builders = {"E1": exercises.e1_variants, "E2": exercises.e2_variants, "E3": exercises.e3_variants}
+    parser = argparse.ArgumentParser(prog="python -m labs sweep",
+                                     description="Ejecuta (o continúa) las variantes de un ejercicio, una tras otra.")
+    parser.add_argument("exercise", type=str.upper, choices=sorted(builders), help="el ejercicio: E1, E2 o E3")
+    parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
+    parser.add_argument("--show", choices=("course", "all", "none"), default="course",
+                        help="qué salida de cada run mostrar (el registro completo queda en runs/_sweep_logs/)")
+    args = parser.parse_args(argv)
+    try:
+        profile = get_profile(args.profile)
+        result = run_sweep(builders[args.exercise](profile), profile, show=args.show)
+        result.raise_on_failure()
+    except (ValueError, SweepError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
+    print(f"[barrido] {args.exercise} listo: abre notebooks/{args.exercise}_*.ipynb para ver la comparación "
+          "(reutiliza estos runs sin volver a entrenar).")
+    return 0

@@ -295,3 +295,21 @@ def test_plan_says_what_would_run(env):
     assert [(v.name, done) for v, done in sweep.plan(variants("a-ci", "b-ci", "c-ci"), "ci", root)] == [
         ("a-ci", True), ("b-ci", False), ("c-ci", False)
     ]
+
+
+def test_command_line_refuses_to_mix_settings_and_says_why(env, monkeypatch, capsys):
+    from labs import exercises
+
+    root, _ = env
+    monkeypatch.setenv("COURSE_RUNS", str(root))
+    first = exercises.e2_variants("ci")[0]
+    make_run(root, first.name, profile="ci", max_steps=99)  # a finished folder made with other settings
+    assert sweep.main(["e2", "--profile", "ci"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR:") and first.name in err and "max_steps" in err
+    assert not (root / sweep.LOG_DIR).exists()  # refused before any child started
+
+
+def test_command_line_unknown_profile(capsys):
+    assert sweep.main(["E1", "--profile", "nope"]) == 1
+    assert "Perfiles válidos" in capsys.readouterr().err
