@@ -208,8 +208,8 @@ def test_every_variant_name_carries_its_profile(name, tmp_path):
 def test_ci_shares_the_reference_only_where_settings_are_identical(tmp_path):
     ci = get_profile("ci")
     e1 = ex.e1_variants(ci, tmp_path)
-    assert [v.profile(ci).num_generations for v in e1] == [4, 8]
-    assert e1[0].name == "ref-ci" and e1[1].name == "e1-ci-g8"  # ci's own G is 4: G=4 is the recipe
+    assert [v.profile(ci).num_generations for v in e1] == [2, 4]
+    assert e1[0].name == "e1-ci-g2" and e1[1].name == "ref-ci"  # ci's own G is 4: G=4 is the recipe
     e3 = {v.profile(ci).beta: v for v in ex.e3_variants(ci, tmp_path)}
     assert sorted(e3) == [0.0, 0.04]  # 0.2 adds no code path to the smoke test
     assert e3[0.04].name == "ref-ci" and e3[0.0].name == "e3-ci-beta0"
@@ -218,7 +218,8 @@ def test_ci_shares_the_reference_only_where_settings_are_identical(tmp_path):
     assert only_format.rewards == ex.E2_REWARDS and "correctness_reward" not in only_format.rewards
     for v in e1 + list(e3.values()) + [control, only_format]:
         p = v.profile(ci)
-        assert (p.max_steps, p.eval_size, p.train_size) == (2, 4, 16)
+        assert (p.max_steps, p.eval_size, p.train_size) == (ci.max_steps, ci.eval_size, ci.train_size)
+        assert p.generation_batch_size // p.num_generations == ci.prompts_per_step  # same prompts per step
     # every shared name trains exactly the same thing wherever it appears
     ref = ex.reference_variant(ci, tmp_path)
     for v in e1 + list(e3.values()) + [control]:
@@ -252,15 +253,18 @@ def test_reference_reuses_a_finished_l71_run_only_with_identical_settings(tmp_pa
     # a finished ref-<profile> folder wins, so the three notebooks keep agreeing
     make_run(tmp_path, "ref-rtx5090", profile="rtx5090", max_steps=gpu.max_steps)
     assert ex.reference_variant(gpu, tmp_path).name == "ref-rtx5090"
-    # on ci the exercises' budget is not the lab's: an L7.1 run with the ci profile never qualifies
-    make_run(tmp_path, "l71-ci", profile="ci", max_steps=get_profile("ci").max_steps)
+    # on ci the exercises' budget is the lab's: the L7.1 notebook's finished ci run is the reference, so
+    # the test suite trains the recipe once
     assert ex.reference_variant("ci", tmp_path).name == "ref-ci"
+    make_run(tmp_path, "l71-notebook-ci", profile="ci", max_steps=get_profile("ci").max_steps)
+    assert ex.reference_variant("ci", tmp_path).name == "l71-notebook-ci"
+    assert [v.name for v in ex.e1_variants("ci", tmp_path)] == ["e1-ci-g2", "l71-notebook-ci"]
     assert other.exists() and same.exists()
 
 
 def test_budget_note_depends_on_the_profile():
     assert "PRUEBA DE HUMO" in ex.budget_note(get_profile("ci"))
-    assert "2 pasos" in ex.budget_note(get_profile("ci"))
+    assert f"{get_profile('ci').max_steps} pasos" in ex.budget_note(get_profile("ci"))
     assert "HUMO" not in ex.budget_note(get_profile("rtx5090"))
     assert "500 pasos" in ex.budget_note(get_profile("rtx5090"))
     assert "CPU" in ex.budget_note(get_profile("cpu"))
@@ -268,7 +272,7 @@ def test_budget_note_depends_on_the_profile():
 
 def test_settings_table_shows_the_batch_arithmetic(tmp_path):
     rows = ex.settings_table(ex.e1_variants("ci", tmp_path), "ci")
-    assert [r["generation_batch_size"] for r in rows] == [4, 8]
+    assert [r["generation_batch_size"] for r in rows] == [2, 4]
     assert [r["prompts por paso"] for r in rows] == [1, 1]
 
 
