@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from labs import data as course_data
-from labs import evaluation, format_pass, models, preflight, recipe, runinfo
+from labs import evaluation, format_pass, models, preflight, recipe, resources, runinfo
 from labs.paths import runs_dir
 from labs.profiles import Profile, get_profile, parse_override
 from labs.runfolder import RUN_JSON, SCHEMA_VERSION, STATE_FINISHED, RunFolder, now_iso, write_json
@@ -90,6 +90,7 @@ class Lab:
         prepare(self.profile, self.reward_funcs)  # before any model is loaded
         self.run = new_run(self.profile, run_name, fresh, lab)
         self.trainer = None
+        self.monitor: resources.ResourceMonitor | None = None
 
     @property
     def finished(self) -> bool:
@@ -99,6 +100,8 @@ class Lab:
         """Tokenizer, the three disjoint subsets (format pass, GRPO prompts, holdout)."""
         from transformers import AutoTokenizer
 
+        if self.monitor is None:  # memory from before the first model is loaded (resources.json)
+            self.monitor = resources.ResourceMonitor(gpu=None if self.profile.use_cpu else "torch").start()
         self.start_model = models.model_path(self.profile)
         self.tokenizer = AutoTokenizer.from_pretrained(self.start_model)
         self.splits = course_data.course_splits(self.profile, self.tokenizer)
@@ -135,8 +138,18 @@ class Lab:
         self.summary = summary
         return summary
 
+    def resource_fields(self) -> dict:
+        """Extra fields for resources.json (L7.2 adds the back-end that ran)."""
+        return {}
+
     def finish(self) -> None:
+        resources.record(self.run, self.monitor, self.lab, **self.resource_fields())
         finish(self.run, self.profile, self.trainer.state.global_step)
+
+    def close(self) -> None:
+        """Stop the memory sampling thread (a failed run never reaches ``finish``)."""
+        if self.monitor is not None:
+            self.monitor.stop()
 
     def run_all(self) -> Path:
         if self.finished:
@@ -158,7 +171,11 @@ class Lab:
 
 def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides) -> Path:
     """Run lab L7.1 (or a variant of it, for the exercises) and return the run folder."""
-    return Lab(profile, run_name, fresh, reward_names, lab, **overrides).run_all()
+    lab = Lab(profile, run_name, fresh, reward_names, lab, **overrides)
+    try:
+        return lab.run_all()
+    finally:
+        lab.close()
 
 
 def generator(trainer, profile: Profile):

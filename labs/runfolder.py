@@ -17,6 +17,8 @@ so a run can be understood and graded later without the model in memory::
       eval/summary.json    the paired comparison of the two files: accuracies, flip counts,
                            difference with a 95% bootstrap interval, exact McNemar p-value
       curves/*.png         the training curves, raw and smoothed
+      resources.json       the memory the run used (labs.resources): peak resident memory of the
+                           process, and on a GPU the device memory in use, sampled while it ran
       model/               the trained weights or LoRA adapter (safetensors)
       checkpoints/         trainer checkpoints (checkpoint-<step>/) used to resume
       completions/         TRL's per-step completion logs (parquet), when enabled
@@ -49,6 +51,7 @@ CURVES_DIR = "curves"
 MODEL_DIR = "model"
 CHECKPOINTS_DIR = "checkpoints"
 COMPLETIONS_DIR = "completions"
+RESOURCES_JSON = "resources.json"
 
 STATE_RUNNING = "running"
 STATE_FINISHED = "finished"

@@ -41,19 +41,17 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import resource
-import shutil
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from labs import data as course_data
-from labs import evaluation, l71, models, preflight, recipe, vram
+from labs import evaluation, l71, models, preflight, recipe, resources, vram
 from labs.paths import runs_dir
 from labs.profiles import Profile, get_profile, parse_override
+from labs.resources import RESOURCES_JSON, ResourceMonitor, gib, nvidia_smi_used_gib, read_resources, write_resources
 from labs.runfolder import RUN_JSON, RunFolder, read_json, write_json
 
 LAB = "L7.2"
@@ -65,7 +63,6 @@ ORDER_SENSITIVE_MODULES = ("trl", "transformers", "peft")
 
 BACKEND_UNSLOTH = "unsloth+vllm-standby"
 BACKEND_FALLBACK = "transformers+peft"
-RESOURCES_JSON = "resources.json"
 
 WHY_NO_UNSLOTH_ON_CPU_ES = (
     "Unsloth 2026.10.9 solo entrena SFT en CPU: FastLanguageModel.from_pretrained(fast_inference=True) "
@@ -556,133 +553,6 @@ def require_engine_has_adapter(check: dict) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Memory actually used: resources.json
-# --------------------------------------------------------------------------------------------------
-
-
-def _gib(n_bytes: float) -> float:
-    return round(n_bytes / 2**30, 3)
-
-
-def peak_rss_gib() -> float:
-    """This process's peak resident memory over its whole life (``ru_maxrss`` is in KiB on Linux)."""
-    return _gib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-
-
-def _nvidia_smi_used_gib() -> float | None:
-    """Memory in use on GPU 0, asked of nvidia-smi (no CUDA context in this process)."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
-                             capture_output=True, text=True, timeout=10)
-        return round(float(out.stdout.strip().splitlines()[0]) / 1024, 3)
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return None
-
-
-def _torch_device_used_gib() -> float | None:
-    try:
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            free, total = torch.cuda.mem_get_info()
-            return _gib(total - free)
-    except Exception:  # noqa: BLE001 - a sample is a nicety; never break a run for it
-        pass
-    return None
-
-
-class ResourceMonitor:
-    """Sample resident memory (and GPU memory in use) in a background thread while a run goes on.
-
-    The GPU is sampled device-wide (what ``nvidia-smi`` shows): vLLM's Standby allocator and the KV cache
-    live outside torch's own counters. The peak during generation would be missed by sampling only at
-    step boundaries, hence the thread. ``gpu="torch"`` reads the GPU through this process's CUDA context,
-    ``gpu="nvidia-smi"`` through the tool (for a run in a child process), ``gpu=None`` not at all.
-    """
-
-    def __init__(self, gpu: str | None = None, interval_s: float = 0.5, pid: int | None = None):
-        self.gpu, self.interval_s, self.pid = gpu, interval_s, pid
-        self.rss_peak = 0.0
-        self.gpu_baseline: float | None = None
-        self.gpu_peak: float | None = None
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _gpu_used(self) -> float | None:
-        if self.gpu == "torch":
-            return _torch_device_used_gib()
-        if self.gpu == "nvidia-smi":
-            return _nvidia_smi_used_gib()
-        return None
-
-    def sample(self) -> None:
-        import psutil
-
-        try:
-            rss = psutil.Process(self.pid).memory_info().rss if self.pid else psutil.Process().memory_info().rss
-            self.rss_peak = max(self.rss_peak, _gib(rss))
-        except psutil.Error:
-            pass
-        used = self._gpu_used()
-        if used is not None:
-            if self.gpu_baseline is None:
-                self.gpu_baseline = used
-            self.gpu_peak = used if self.gpu_peak is None else max(self.gpu_peak, used)
-        self.samples += 1
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
-
-    def start(self) -> "ResourceMonitor":
-        self.sample()
-        self._thread = threading.Thread(target=self._loop, name="course-resource-monitor", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> dict:
-        """Stop sampling (idempotent) and return the summary."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        return self.summary()
-
-    def __enter__(self) -> "ResourceMonitor":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()  # a failed run must not leave the sampling thread behind
-
-    def summary(self) -> dict:
-        gpu = None
-        if self.gpu_peak is not None:
-            gpu = {"device_used_peak_gib": self.gpu_peak, "device_used_before_gib": self.gpu_baseline,
-                   "device_used_by_run_gib": round(self.gpu_peak - (self.gpu_baseline or 0.0), 3)}
-            if self.gpu == "torch":
-                import torch
-
-                gpu.update(torch_max_allocated_gib=_gib(torch.cuda.max_memory_allocated()),
-                           torch_max_reserved_gib=_gib(torch.cuda.max_memory_reserved()),
-                           total_gib=_gib(torch.cuda.mem_get_info()[1]))
-        return {"sampled_rss_peak_gib": self.rss_peak, "gpu": gpu, "samples": self.samples,
-                "interval_s": self.interval_s}
-
-
-def write_resources(run_root: str | os.PathLike, record: dict) -> Path:
-    return write_json(Path(run_root) / RESOURCES_JSON, record)
-
-
-def read_resources(run_root: str | os.PathLike) -> dict | None:
-    try:
-        return read_json(Path(run_root) / RESOURCES_JSON)
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-# --------------------------------------------------------------------------------------------------
 # The lab
 # --------------------------------------------------------------------------------------------------
 
@@ -736,11 +606,7 @@ def update_run_json(run: RunFolder, **fields) -> None:
 
 
 def finish_resources(run: RunFolder, monitor: ResourceMonitor, backend: Backend) -> dict:
-    record = {"lab": LAB, "backend_used": backend.name, "peak_rss_gib": peak_rss_gib(),
-              "measured_by": "este proceso (ru_maxrss y un hilo que muestrea cada "
-                             f"{monitor.interval_s} s)", **monitor.stop()}
-    write_resources(run.root, record)
-    return record
+    return resources.record(run, monitor, LAB, backend_used=backend.name)
 
 
 def run_lab(profile: Profile | str | None = None, run_name: str | None = None, fresh: bool = False,
@@ -780,7 +646,6 @@ class FallbackLab(l71.Lab):
         requested = self.profile.vllm_gpu_memory_utilization
         self.fraction = (MemoryFraction(requested, requested, "trl-colocate", device="cpu") if self.profile.use_vllm
                          else MemoryFraction(requested, None, "no-vllm", device="cpu"))
-        self.monitor: ResourceMonitor | None = None
         self.engine_check: dict | None = None
 
     def run_all(self) -> Path:
@@ -788,10 +653,6 @@ class FallbackLab(l71.Lab):
             print(f"[backend] {self.backend.name}: {self.backend.reason_es}")
             print_vram_plans(self.profile)
         return super().run_all()
-
-    def load_data(self) -> dict:
-        self.monitor = ResourceMonitor(gpu=None).start()  # from before the first model is loaded
-        return super().load_data()
 
     def format_pass(self) -> str:
         base_model = super().format_pass()  # writes run.json as L7.1 does
@@ -829,14 +690,12 @@ class FallbackLab(l71.Lab):
             write_json(self.run.path("eval/summary.json"), summary)
         return summary
 
+    def resource_fields(self) -> dict:
+        return {"backend_used": self.backend.name}
+
     def finish(self) -> None:
-        finish_resources(self.run, self.monitor, self.backend)
         print(f"[backend] Recuerda: este run NO usó la ruta GPU de Unsloth. {WHY_NO_UNSLOTH_ON_CPU_ES}")
         super().finish()
-
-    def close(self) -> None:
-        if self.monitor is not None:
-            self.monitor.__exit__()
 
 
 def _run_unsloth(profile: Profile, reward_funcs, run: RunFolder, backend: Backend) -> Path:
@@ -919,15 +778,15 @@ def run_l71_in_subprocess(profile_name: str, show=print) -> Path:
     """Run ``python -m labs l71 --profile <name>`` in a child process and record its peak memory.
 
     A child process, because two vLLM engines cannot share one process (nor, on a 32 GB card, one GPU:
-    run this before loading L7.2). Its peak resident memory comes from ``wait4`` on the child; on a GPU
-    machine, nvidia-smi is sampled while it runs. Both go to ``resources.json`` in L7.1's run folder
-    (L7.1 does not record its own memory yet).
+    run this before loading L7.2). L7.1 writes its own ``resources.json``; the parent also measures the
+    child (``wait4`` for its peak resident memory, nvidia-smi on a GPU) and writes that only if the
+    child's folder has none.
     """
     cmd = [sys.executable, "-m", "labs", "l71", "--profile", profile_name]
     show(f"[l71] Lanzo L7.1 en otro proceso: {' '.join(cmd[1:])}")
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    monitor = ResourceMonitor(gpu="nvidia-smi" if _nvidia_smi_used_gib() is not None else None, interval_s=1.0,
+    monitor = ResourceMonitor(gpu="nvidia-smi" if nvidia_smi_used_gib() is not None else None, interval_s=1.0,
                               pid=proc.pid).start()
     tail: list[str] = []
     run_dir = None
@@ -945,7 +804,7 @@ def run_l71_in_subprocess(profile_name: str, show=print) -> Path:
         raise RuntimeError(f"L7.1 terminó con código {proc.returncode}. Últimas líneas:\n" + "\n".join(tail))
     if read_resources(run_dir) is None:
         write_resources(run_dir, {
-            "lab": "L7.1", "peak_rss_gib": _gib(usage.ru_maxrss * 1024),
+            "lab": "L7.1", "peak_rss_gib": gib(usage.ru_maxrss * 1024),
             "measured_by": "el proceso que lanzó L7.1 (wait4 sobre el hijo; nvidia-smi en GPU)",
             "wall_seconds": round(time.perf_counter() - started, 1), **sampled,
         })

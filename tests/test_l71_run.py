@@ -5,7 +5,6 @@ SIGINT right after its first checkpoint, which must record why it stopped; the s
 continues from that checkpoint and finishes, leaving the complete run folder.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -95,6 +94,8 @@ def test_run_folder_is_complete(resumed):
         assert key in metric, key
     assert (run.curves_dir / "training.png").stat().st_size > 10_000
     assert (run.root / "grading" / "informe.md").exists()
+    memory = runfolder.read_json(run.path(runfolder.RESOURCES_JSON))  # what L7.2's comparison reads
+    assert memory["lab"] == "L7.1" and memory["peak_rss_gib"] > 0.5 and memory["samples"] >= 2
     assert list(run.checkpoints.glob("completions/completions_*.parquet"))
     # wandb, when enabled, logs offline into the run folder: no account needed
     assert list(run.root.glob("wandb/offline-run-*"))

@@ -1,0 +1,28 @@
+"""resources.json: the memory a run used, as both labs record it (labs.resources)."""
+
+from labs import resources
+from labs.runfolder import RESOURCES_JSON, RunFolder, read_json
+
+
+def test_record_writes_peak_memory_and_the_samples(tmp_path):
+    run = RunFolder(tmp_path / "run")
+    run.root.mkdir()
+    monitor = resources.ResourceMonitor(interval_s=0.01).start()
+    block = bytearray(300 * 2**20)  # 300 MiB the sampler must see
+    block[:: 4096] = b"x" * len(block[:: 4096])
+    monitor.sample()
+    record = resources.record(run, monitor, "L7.1", backend_used="trl")
+    del block
+    saved = read_json(run.path(RESOURCES_JSON))
+    assert saved == record
+    assert saved["lab"] == "L7.1" and saved["backend_used"] == "trl"
+    assert saved["peak_rss_gib"] >= saved["sampled_rss_peak_gib"] >= 0.29
+    assert saved["gpu"] is None and saved["samples"] >= 2
+    assert not monitor._thread.is_alive()  # recording stops the sampling thread
+    assert resources.read_resources(run.root) == saved
+
+
+def test_missing_or_broken_file_reads_as_none(tmp_path):
+    assert resources.read_resources(tmp_path) is None
+    (tmp_path / RESOURCES_JSON).write_text("{not json")
+    assert resources.read_resources(tmp_path) is None
