@@ -66,8 +66,12 @@ print("RESULT " + json.dumps({
     "zero_std_groups": zero, "frac_reward_zero_std": zero / len(rows),
     "completions_in_format": in_format, "completions": len(totals), "mean_reward": float(np.mean(totals)),
 }), flush=True)
-import os
-os._exit(0)  # vLLM's engine shutdown can hang for minutes after the work is done; nothing is left to save
+# vLLM's engine shutdown can hang for minutes after the work is done: stop its engine processes
+# (they hold this child's output pipes open) and leave at once; nothing is left to save.
+import os, psutil
+for proc in psutil.Process().children(recursive=True):
+    proc.kill()
+os._exit(0)
 """
 
 

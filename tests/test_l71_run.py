@@ -19,7 +19,7 @@ from labs import runfolder
 
 pytestmark = pytest.mark.slow
 RUN_NAME = "test-l71-resume"
-STEPS, SAVE = 4, 2
+STEPS, SAVE = 2, 1
 
 
 def launch(runs: Path, log: Path):

@@ -1,5 +1,7 @@
 """resources.json: the memory a run used, as both labs record it (labs.resources)."""
 
+import mmap
+
 from labs import resources
 from labs.runfolder import RESOURCES_JSON, RunFolder, read_json
 
@@ -8,11 +10,12 @@ def test_record_writes_peak_memory_and_the_samples(tmp_path):
     run = RunFolder(tmp_path / "run")
     run.root.mkdir()
     monitor = resources.ResourceMonitor(interval_s=0.01).start()
-    block = bytearray(300 * 2**20)  # 300 MiB the sampler must see
-    block[:: 4096] = b"x" * len(block[:: 4096])
+    # 300 MiB of fresh anonymous pages, written (a heap allocation could reuse resident memory)
+    block = mmap.mmap(-1, 300 * 2**20)
+    block.write(b"x" * len(block))
     monitor.sample()
     record = resources.record(run, monitor, "L7.1", backend_used="trl")
-    del block
+    block.close()
     saved = read_json(run.path(RESOURCES_JSON))
     assert saved == record
     assert saved["lab"] == "L7.1" and saved["backend_used"] == "trl"

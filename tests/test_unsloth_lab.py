@@ -352,12 +352,15 @@ def test_command_line_errors_are_spanish_and_exit_2(capsys):
 def test_resource_monitor_sees_a_real_allocation():
     monitor = u.ResourceMonitor(interval_s=0.02).start()
     before = monitor.rss_peak
-    block = bytearray(256 * 2**20)  # zero-filled: the pages are touched
+    import mmap
     import time
 
+    # Fresh anonymous pages, written: a heap allocation could reuse memory that is already resident.
+    block = mmap.mmap(-1, 256 * 2**20)
+    block.write(b"x" * len(block))
     time.sleep(0.3)
     summary = monitor.stop()
-    del block
+    block.close()
     assert summary["sampled_rss_peak_gib"] - before >= 0.2 and summary["samples"] >= 3
     assert summary["gpu"] is None
 
