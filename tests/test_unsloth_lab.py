@@ -372,8 +372,9 @@ def _with_step_times(rows, seconds):
 
 
 def test_comparison_reads_everything_from_the_run_folders(tmp_path):
-    n = CI.max_steps + 3  # more logged rows than max_steps: the records must not care
     l71_times, l72_times = [9, 7, 8, 7, 6, 8], [5, 4, 4, 6, 5, 4]
+    n = len(l71_times)
+    assert n > CI.max_steps  # more logged rows than max_steps: the records must not care
     l71_rows = _with_step_times(rundirs.history(n, seed=1), l71_times)
     l72_rows = _with_step_times(rundirs.history(n, seed=2), l72_times)
     common = dict(profile="ci", max_steps=CI.max_steps)
