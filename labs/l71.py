@@ -80,9 +80,7 @@ class Lab:
     """
 
     def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides):
-        removed = [k for k in overrides if k in preflight.REMOVED_KEYWORDS]
-        if removed:
-            raise preflight.PreflightError(preflight.check_config_keywords(removed))
+        preflight.refuse_removed_keywords(overrides)
         profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.profile = profile.replace(**overrides) if overrides else profile
         self.lab = lab
@@ -214,12 +212,27 @@ def finish(run: RunFolder, profile: Profile, step: int) -> None:
     print(f"[run] Terminado. Carpeta del run: {run.root}\n[run] Informe de evaluación C2b: {report}")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labs l71", description=__doc__.split("\n\n")[0])
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every lab's command line shares: profile, run folder, fresh start, overrides."""
     parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
     parser.add_argument("--run-name", help="nombre de la carpeta del run (mismo nombre = continuar)")
     parser.add_argument("--fresh", action="store_true", help="empezar un run nuevo en otra carpeta")
     parser.add_argument("--set", action="append", default=[], metavar="clave=valor", help="cambiar un ajuste del perfil")
+
+
+def overrides_from_cli(items, profile: Profile) -> dict:
+    """``--set key=value`` items as typed profile overrides; a keyword TRL removed is refused first."""
+    overrides = {}
+    for item in items:
+        preflight.refuse_removed_keywords([item.split("=", 1)[0].strip()])
+        key, value = parse_override(item, profile)
+        overrides[key] = value
+    return overrides
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labs l71", description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser)
     parser.add_argument(
         "--rewards", help="funciones de recompensa separadas por comas (por defecto las tres de la lección)"
     )
@@ -227,13 +240,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         profile = get_profile(args.profile)
-        overrides = {}
-        for item in args.set:
-            key = item.split("=", 1)[0].strip()
-            if key in preflight.REMOVED_KEYWORDS:
-                raise preflight.PreflightError(preflight.check_config_keywords([key]))
-            k, v = parse_override(item, profile)
-            overrides[k] = v
+        overrides = overrides_from_cli(args.set, profile)
         names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
         path = run_lab(
             profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab, **overrides

@@ -129,6 +129,13 @@ def check_config_keywords(keywords) -> list[str]:
     return [REMOVED_KEYWORDS[k] for k in keywords if k in REMOVED_KEYWORDS]
 
 
+def refuse_removed_keywords(keywords) -> None:
+    """Raise ``PreflightError`` if any of ``keywords`` is a GRPOConfig argument TRL removed."""
+    problems = check_config_keywords(keywords)
+    if problems:
+        raise PreflightError(problems)
+
+
 def preflight(profile: Profile, reward_funcs=(), columns=(), keywords=()) -> None:
     """Run every check; raise ``PreflightError`` listing all problems found."""
     problems = (

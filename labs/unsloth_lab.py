@@ -50,7 +50,7 @@ from pathlib import Path
 from labs import data as course_data
 from labs import evaluation, l71, models, preflight, recipe, resources, vram
 from labs.paths import runs_dir
-from labs.profiles import Profile, get_profile, parse_override
+from labs.profiles import Profile, get_profile
 from labs.resources import RESOURCES_JSON, ResourceMonitor, gib, nvidia_smi_used_gib, read_resources, write_resources
 from labs.runfolder import RUN_JSON, RunFolder, read_json, write_json
 
@@ -577,9 +577,7 @@ def start(profile: Profile | str | None = None, run_name: str | None = None, fre
     """
     from rewards import reward_functions
 
-    removed = [k for k in overrides if k in preflight.REMOVED_KEYWORDS]
-    if removed:
-        raise preflight.PreflightError(preflight.check_config_keywords(removed))
+    preflight.refuse_removed_keywords(overrides)
     if not isinstance(profile, Profile):
         profile = get_profile(profile)
     profile = profile.replace(backend="unsloth", **overrides)
@@ -985,21 +983,11 @@ def plot_comparison(records: list[dict], path: str | os.PathLike | None = None):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labs l72", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
-    parser.add_argument("--run-name", help="nombre de la carpeta del run (mismo nombre = continuar)")
-    parser.add_argument("--fresh", action="store_true", help="empezar un run nuevo en otra carpeta")
-    parser.add_argument("--set", action="append", default=[], metavar="clave=valor",
-                        help="cambiar un ajuste del perfil")
+    l71.add_run_arguments(parser)
     args = parser.parse_args(argv)
     try:
         profile = get_profile(args.profile)
-        overrides = {}
-        for item in args.set:
-            key = item.split("=", 1)[0].strip()
-            if key in preflight.REMOVED_KEYWORDS:
-                raise preflight.PreflightError(preflight.check_config_keywords([key]))
-            k, v = parse_override(item, profile)
-            overrides[k] = v
+        overrides = l71.overrides_from_cli(args.set, profile)
         path = run_lab(profile, run_name=args.run_name, fresh=args.fresh, **overrides)
     except (ValueError, models.ModelNotAvailable, ImportOrderError, BackendUnavailable) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
