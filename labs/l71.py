@@ -209,6 +209,13 @@ def finish(run: RunFolder, profile: Profile, step: int) -> None:
         print(f"[qué observar] {line}")
     report = curves.grade(run)
     run.write_status(STATE_FINISHED, step, profile.max_steps)
+    if not profile.keep_checkpoints:
+        freed = run.remove_checkpoints()
+        if freed:
+            print(
+                f"[run] Checkpoints borrados ({freed / 1e9:.1f} GB): el run terminó y model/ tiene los pesos "
+                "finales. Para conservarlos, --set keep_checkpoints=true."
+            )
     print(f"[run] Terminado. Carpeta del run: {run.root}\n[run] Informe de evaluación C2b: {report}")
 
 

@@ -20,7 +20,8 @@ so a run can be understood and graded later without the model in memory::
       resources.json       the memory the run used (labs.resources): peak resident memory of the
                            process, and on a GPU the device memory in use, sampled while it ran
       model/               the trained weights or LoRA adapter (safetensors)
-      checkpoints/         trainer checkpoints (checkpoint-<step>/) used to resume
+      checkpoints/         trainer checkpoints (checkpoint-<step>/) used to resume; removed when
+                           the run finishes unless the profile sets keep_checkpoints
       completions/         TRL's per-step completion logs (parquet), when enabled
 
 Everything a reader (the grader) opens is JSON, JSONL, CSV, PNG, parquet or safetensors: nothing it
@@ -34,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -186,6 +188,17 @@ class RunFolder:
         if not self.metrics_path.exists():
             return []
         return read_jsonl(self.metrics_path)
+
+    def remove_checkpoints(self) -> int:
+        """Delete the ``checkpoint-<step>/`` folders (not the completion logs beside them); bytes freed."""
+        if not self.checkpoints.is_dir():
+            return 0
+        freed = 0
+        for child in self.checkpoints.iterdir():
+            if child.is_dir() and child.name.startswith("checkpoint-"):
+                freed += sum(f.stat().st_size for f in child.rglob("*") if f.is_file())
+                shutil.rmtree(child)
+        return freed
 
     def last_checkpoint(self) -> Path | None:
         """The newest complete trainer checkpoint, or None."""

@@ -97,6 +97,9 @@ def test_run_folder_is_complete(resumed):
     memory = runfolder.read_json(run.path(runfolder.RESOURCES_JSON))  # what L7.2's comparison reads
     assert memory["lab"] == "L7.1" and memory["peak_rss_gib"] > 0.5 and memory["samples"] >= 2
     assert list(run.checkpoints.glob("completions/completions_*.parquet"))
+    # a finished run keeps its final weights in model/ and frees the checkpoints' disk
+    assert run.last_checkpoint() is None and "Checkpoints borrados" in resumed["second_log"]
+    assert list(run.model_dir.glob("*.safetensors"))
     # wandb, when enabled, logs offline into the run folder: no account needed
     assert list(run.root.glob("wandb/offline-run-*"))
 

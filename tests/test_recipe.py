@@ -64,6 +64,22 @@ def test_last_checkpoint_ignores_incomplete_ones(tmp_path):
     assert recipe.checkpoint_step(run.last_checkpoint()) == 4
 
 
+def test_remove_checkpoints_keeps_the_completion_logs(tmp_path):
+    run = RunFolder(tmp_path)
+    for step in (1, 2):
+        folder = run.checkpoints / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "optimizer.pt").write_bytes(b"x" * 1000)
+        (folder / "trainer_state.json").write_text("{}")
+    logs = run.checkpoints / "completions"
+    logs.mkdir()
+    (logs / "completions_00001.parquet").write_bytes(b"p")
+    assert run.remove_checkpoints() == 2 * (1000 + 2)
+    assert run.last_checkpoint() is None
+    assert sorted(p.name for p in run.checkpoints.iterdir()) == ["completions"]
+    assert run.remove_checkpoints() == 0
+
+
 def test_every_knob_explained_is_a_real_config_keyword():
     keys = set(recipe.grpo_config_kwargs(get_profile("rtx5090"), "x")) | set(
         recipe.grpo_config_kwargs(get_profile("cpu"), "x"))
