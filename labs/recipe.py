@@ -91,7 +91,7 @@ class RunFailed(RuntimeError):
 
 @dataclass
 class Failure:
-    kind: str  # "oom" | "nan" | "interrupted" | "error"
+    kind: str  # "oom" | "nan" | "disk" | "interrupted" | "error"
     message_es: str
 
 
@@ -111,6 +111,15 @@ def classify_failure(exc: BaseException, profile: Profile) -> Failure:
             f"learning rate demasiado alto para RL (ahora {profile.learning_rate:g}; prueba 1e-6) o una "
             "beta demasiado baja. Cambia el ajuste y empieza un run nuevo (--fresh).",
         )
+    if disk_full(exc):
+        return Failure(
+            "disk",
+            "El disco se llenó mientras entrenaba (No space left on device). Libera espacio (`df -h` dice "
+            "cuánto queda): borra runs que ya no necesites en runs/ o la caché de compilación de torch en "
+            "/tmp/torchinductor_*. Cada checkpoint guarda el modelo y el estado del optimizador; para que "
+            f"ocupen menos, baja save_total_limit (ahora {profile.save_total_limit}). Después relanza el "
+            "mismo comando: un checkpoint a medio escribir no se usa, continúa desde el último completo.",
+        )
     oom = "out of memory" in text.lower() or type(exc).__name__ in {"OutOfMemoryError", "MemoryError"}
     if oom:
         return Failure(
@@ -128,6 +137,26 @@ def classify_failure(exc: BaseException, profile: Profile) -> Failure:
         f"El entrenamiento falló con {type(exc).__name__}: {exc}. El registro completo está en "
         "status.json (campo 'traceback').",
     )
+
+
+# How a full disk shows up: an OSError with ENOSPC, or only its text when a library re-raised it
+# (torch.compile's C++ build, torch.save's "unexpected pos" when the zip writer could not write).
+DISK_FULL_PHRASES = ("no space left on device", "unexpected pos", "pytorchstreamwriter failed writing")
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True if ``exc`` or an exception it was raised from says the disk is full."""
+    import errno
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        if any(phrase in str(exc).lower() for phrase in DISK_FULL_PHRASES):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class NonFiniteLoss(RuntimeError):

@@ -7,7 +7,7 @@ so a run can be understood and graded later without the model in memory::
       run.json             what ran: lab, profile (every knob), reward functions and weights,
                            the GRPOConfig values that matter, package versions, hardware
       status.json          state "running" | "finished" | "failed", the step reached, max_steps,
-                           and for a failure the kind ("oom", "nan", "interrupted", "error"),
+                           and for a failure the kind ("oom", "nan", "disk", "interrupted", "error"),
                            the exception text and a Spanish message that says what to change
       metrics.jsonl        one JSON object per logged training step, TRL's keys verbatim
                            (reward, kl, completions/mean_length, rewards/<name>/mean, ...) plus "step"

@@ -17,7 +17,7 @@ def length_reward(completions, **kwargs):
 
 
 def main(out_path: str) -> None:
-    from labs import data, models, recipe, vllm_cpu_shim
+    from labs import data
     from labs.profiles import get_profile
     from labs.runfolder import RunFolder
 

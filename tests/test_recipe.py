@@ -36,6 +36,10 @@ def test_gpu_profile_loads_bf16_and_trains_lora():
         (MemoryError(), "oom", "max_completion_length"),
         (KeyboardInterrupt(), "interrupted", "continuará desde el último checkpoint"),
         (recipe.NonFiniteLoss("loss=nan en el paso 7"), "nan", "learning rate"),
+        (OSError(28, "No space left on device"), "disk", "save_total_limit"),
+        # what torch.save raised in CI when the disk filled up while it wrote the optimizer state
+        (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 435375680 vs 435375568"),
+         "disk", "df -h"),
         (ValueError("something else"), "error", "ValueError"),
     ],
 )
@@ -43,6 +47,17 @@ def test_failures_are_classified_with_a_spanish_fix(exc, kind, phrase):
     failure = recipe.classify_failure(exc, get_profile("rtx5090"))
     assert failure.kind == kind
     assert phrase in failure.message_es
+
+
+def test_a_full_disk_is_found_behind_a_wrapping_exception():
+    try:
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError as inner:
+            raise RuntimeError("BackendCompilerFailed: backend='inductor' raised") from inner
+    except RuntimeError as outer:
+        assert recipe.classify_failure(outer, get_profile("cpu")).kind == "disk"
+    assert not recipe.disk_full(OSError(13, "Permission denied"))
 
 
 def test_resume_trims_metrics_logged_after_the_checkpoint(tmp_path):

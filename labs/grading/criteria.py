@@ -29,6 +29,7 @@ CORE_KEYS = ("loss", dg.REWARD, dg.KL, "grad_norm", dg.LENGTH)
 FAILURE_TEXT = {
     "oom": "se quedó sin memoria (OOM)",
     "nan": "produjo valores NaN",
+    "disk": "se quedó sin disco",
     "interrupted": "se interrumpió",
     "error": "falló con un error",
 }
