@@ -10,6 +10,7 @@ crash into a status record plus a Spanish message that says what to change.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import signal
@@ -146,8 +147,6 @@ DISK_FULL_PHRASES = ("no space left on device", "unexpected pos", "pytorchstream
 
 def disk_full(exc: BaseException) -> bool:
     """True if ``exc`` or an exception it was raised from says the disk is full."""
-    import errno
-
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -189,28 +189,28 @@ class RunFolder:
             return []
         return read_jsonl(self.metrics_path)
 
+    def checkpoint_folders(self) -> list[Path]:
+        """The trainer's ``checkpoint-<step>/`` folders, complete or not (not the completion logs)."""
+        if not self.checkpoints.is_dir():
+            return []
+        return [c for c in self.checkpoints.iterdir() if c.is_dir() and c.name.startswith("checkpoint-")]
+
     def remove_checkpoints(self) -> int:
         """Delete the ``checkpoint-<step>/`` folders (not the completion logs beside them); bytes freed."""
-        if not self.checkpoints.is_dir():
-            return 0
         freed = 0
-        for child in self.checkpoints.iterdir():
-            if child.is_dir() and child.name.startswith("checkpoint-"):
-                freed += sum(f.stat().st_size for f in child.rglob("*") if f.is_file())
-                shutil.rmtree(child)
+        for child in self.checkpoint_folders():
+            freed += sum(f.stat().st_size for f in child.rglob("*") if f.is_file())
+            shutil.rmtree(child)
         return freed
 
     def last_checkpoint(self) -> Path | None:
         """The newest complete trainer checkpoint, or None."""
-        if not self.checkpoints.is_dir():
-            return None
         candidates = []
-        for child in self.checkpoints.iterdir():
-            if child.is_dir() and child.name.startswith("checkpoint-"):
-                try:
-                    step = int(child.name.split("-", 1)[1])
-                except ValueError:
-                    continue
-                if (child / "trainer_state.json").exists():  # written last by Trainer
-                    candidates.append((step, child))
+        for child in self.checkpoint_folders():
+            try:
+                step = int(child.name.split("-", 1)[1])
+            except ValueError:
+                continue
+            if (child / "trainer_state.json").exists():  # written last by Trainer
+                candidates.append((step, child))
         return max(candidates)[1] if candidates else None
