@@ -18,9 +18,9 @@ import time
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from labs import data, models, recipe
-from labs.profiles import get_profile
-from labs.runfolder import RunFolder
+from labs.training import data, models, recipe
+from labs.core.profiles import get_profile
+from labs.core.runfolder import RunFolder
 from rewards import reward_functions
 profile = get_profile(sys.argv[1]).replace(max_steps=int(sys.argv[2]), use_vllm=sys.argv[3] == "1",
                                            save_steps=10_000)

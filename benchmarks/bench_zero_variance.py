@@ -9,7 +9,7 @@ first steps would (same chat prompt, temperature, ``max_completion_length``, the
 functions), from two starting points:
 
 - ``base``: the bundled model as it comes;
-- ``primed``: the same model after the cached format pass (``labs.format_pass``; built if missing).
+- ``primed``: the same model after the cached format pass (``labs.training.format_pass``; built if missing).
 
 Each model is sampled in its own process (a vLLM engine holds its memory until the process exits).
 Prints, per model, the share of zero-variance groups, the share of completions in the answer format,
@@ -25,8 +25,9 @@ CHILD = r"""
 import json, sys
 import numpy as np
 from transformers import AutoTokenizer
-from labs import data, l71, models, vllm_cpu_shim
-from labs.profiles import get_profile
+from labs.training import data, models, vllm_cpu_shim
+from labs import l71
+from labs.core.profiles import get_profile
 from rewards import reward_functions
 from rewards import format_reward
 

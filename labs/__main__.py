@@ -12,9 +12,9 @@ import sys
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "labs.doctor",
     "l71": "labs.l71",
-    "l72": "labs.unsloth_lab",
+    "l72": "labs.l72",
     "grade": "labs.grading",
-    "sweep": "labs.sweep",
+    "sweep": "labs.exercises.sweep",
     "vram": "labs.vram",
 }
 

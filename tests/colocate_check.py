@@ -17,9 +17,9 @@ def length_reward(completions, **kwargs):
 
 
 def main(out_path: str) -> None:
-    from labs import data
-    from labs.profiles import get_profile
-    from labs.runfolder import RunFolder
+    from labs.training import data
+    from labs.core.profiles import get_profile
+    from labs.core.runfolder import RunFolder
 
     profile = get_profile("ci").replace(max_steps=2, save_steps=10, learning_rate=1e-4, max_completion_length=24)
     rows = data.course_splits(profile)["train"][:4]
@@ -30,7 +30,7 @@ def main(out_path: str) -> None:
 
 
 def train_and_compare(profile, rows, run) -> dict:
-    from labs import data, models, recipe, vllm_cpu_shim
+    from labs.training import data, models, recipe, vllm_cpu_shim
 
     trainer = recipe.make_trainer(
         profile, run, models.model_path(profile), [length_reward], data.to_dataset(rows)

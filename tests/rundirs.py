@@ -1,4 +1,4 @@
-"""Synthetic run folders for the tests, written with labs.runfolder's own writers and layout.
+"""Synthetic run folders for the tests, written with labs.core.runfolder's own writers and layout.
 
 ``history`` builds TRL-style metrics rows (linear ramps plus seeded noise); ``paired_verdicts`` builds the
 per-problem correctness of two models with chosen flip counts; ``make_run`` writes a complete run folder.
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from labs import runfolder as rf
-from labs.profiles import get_profile
+from labs.core import runfolder as rf
+from labs.core.profiles import get_profile
 from rewards import REWARD_NAMES
 
 COURSE_REWARDS = {name: 1.0 for name in REWARD_NAMES}  # weights as GRPOConfig's default reward_weights
@@ -95,7 +95,7 @@ def make_run(
     beta: float = 0.04,
     lab: str = "L7.1",
 ) -> Path:
-    """Write a run folder as labs.runfolder documents it; returns its path."""
+    """Write a run folder as labs.core.runfolder documents it; returns its path."""
     metrics = history() if metrics is None else metrics
     steps_logged = max((r.get("step", 0) for r in metrics), default=0)
     max_steps = max_steps if max_steps is not None else steps_logged
@@ -119,7 +119,7 @@ def make_run(
     folder.write_status(state, step if step is not None else steps_logged, max_steps, **details)
     rf.write_jsonl(folder.metrics_path, metrics)
     if verdicts is not None:
-        from labs.stats import paired_comparison
+        from labs.core.stats import paired_comparison
 
         base, trained = verdicts
         rf.write_jsonl(folder.path(rf.EVAL_BASE), eval_rows(base, eval_prefix))

@@ -1,4 +1,4 @@
-"""labs.advantage: the group-relative advantage, against independent computations and TRL's own nanstd."""
+"""labs.l6.advantage: the group-relative advantage, against independent computations and TRL's own nanstd."""
 
 import math
 import statistics
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from labs.advantage import (
+from labs.l6.advantage import (
     TRL_EPS,
     AdvantageError,
     advantage_steps,

@@ -3,22 +3,22 @@
 Two stacks, two TRLs: CI runs TRL 1.16.0 with transformers 5.19.0 (``requirements.txt``); a student's
 RTX 5090 runs TRL 1.15.0 with transformers 5.17.0, Unsloth 2026.10.9 and PEFT 0.21.2
 (``requirements-gpu.txt``), because Unsloth caps them. Only one stack is installed at a time, so the
-signatures are read from each pinned wheel's *source* (``labs.pinned_api``: ``pip download --no-deps``
+signatures are read from each pinned wheel's *source* (``labs.training.pinned_api``: ``pip download --no-deps``
 into the course cache, then ``zipfile`` + ``ast``), whatever is installed. The versions come from the
 requirements files; change a pin there and the guard follows.
 
 What is checked:
 
-* ``GRPOConfig``: every keyword the course builds (``labs.recipe.grpo_config_kwargs`` for each profile,
-  ``labs.trainer_check.grpo_config_kwargs``) is a field of GRPOConfig in *both* TRL releases, including
+* ``GRPOConfig``: every keyword the course builds (``labs.training.recipe.grpo_config_kwargs`` for each profile,
+  ``labs.l6.trainer_check.grpo_config_kwargs``) is a field of GRPOConfig in *both* TRL releases, including
   the fields inherited from the ``transformers.TrainingArguments`` of the transformers release pinned
   beside it (read from that wheel too: 5.17.0 and 5.19.0, not the installed one). Also: the
   generation batch is a multiple of ``num_generations``.
-* ``FastLanguageModel.from_pretrained`` (``labs.unsloth_lab.from_pretrained_kwargs``): every keyword is a
+* ``FastLanguageModel.from_pretrained`` (``labs.l72.from_pretrained_kwargs``): every keyword is a
   *named* parameter. The function also takes ``**kwargs``, which Unsloth forwards to transformers'
   ``from_pretrained``; transformers hands keys it does not know to the model config, where a misspelt
   keyword is silently ignored. So "accepted by **kwargs" is not good enough and is not counted.
-* ``FastLanguageModel.get_peft_model`` (``labs.unsloth_lab.get_peft_model_kwargs``): in Unsloth
+* ``FastLanguageModel.get_peft_model`` (``labs.l72.get_peft_model_kwargs``): in Unsloth
   2026.10.9 it is a ``(model, *args, **kwargs)`` wrapper that forwards to
   ``FastLlamaModel.get_peft_model``; that function's named parameters are read, and its own
   ``**kwargs`` go into ``peft.LoraConfig(**arguments)``, which raises on an unknown key. So a keyword
@@ -37,8 +37,8 @@ import subprocess
 
 import pytest
 
-from labs import pinned_api as pa
-from labs.profiles import PROFILES
+from labs.training import pinned_api as pa
+from labs.core.profiles import PROFILES
 
 STACKS = ("gpu", "cpu")
 
@@ -100,16 +100,16 @@ def _generation_batch(kwargs: dict) -> int:
 
 @pytest.mark.parametrize("profile_name", sorted(PROFILES))
 def test_recipe_grpo_kwargs_exist_in_both_trl_releases(profile_name, grpo_fields, tmp_path):
-    from labs.recipe import grpo_config_kwargs  # an import error is a failure: the guard needs it
+    from labs.training.recipe import grpo_config_kwargs  # an import error is a failure: the guard needs it
 
     kwargs = grpo_config_kwargs(PROFILES[profile_name], str(tmp_path))
     assert kwargs, "grpo_config_kwargs returned nothing to check"
-    _assert_grpo_kwargs(kwargs, grpo_fields, f"labs.recipe, profile {profile_name}")
+    _assert_grpo_kwargs(kwargs, grpo_fields, f"labs.training.recipe, profile {profile_name}")
 
 
 @pytest.mark.parametrize("profile_name", sorted(PROFILES))
 def test_recipe_generation_batch_is_a_multiple_of_num_generations(profile_name, tmp_path):
-    from labs.recipe import grpo_config_kwargs
+    from labs.training.recipe import grpo_config_kwargs
 
     profile = PROFILES[profile_name]
     kwargs = grpo_config_kwargs(profile, str(tmp_path))
@@ -123,10 +123,10 @@ def test_recipe_generation_batch_is_a_multiple_of_num_generations(profile_name, 
 
 
 def test_trainer_check_grpo_kwargs_exist_in_both_trl_releases(grpo_fields, tmp_path):
-    from labs.trainer_check import grpo_config_kwargs
+    from labs.l6.trainer_check import grpo_config_kwargs
 
     kwargs = grpo_config_kwargs(str(tmp_path), num_generations=4, num_prompts=2, scale_rewards="group")
-    _assert_grpo_kwargs(kwargs, grpo_fields, "labs.trainer_check")
+    _assert_grpo_kwargs(kwargs, grpo_fields, "labs.l6.trainer_check")
     assert _generation_batch(kwargs) % kwargs["num_generations"] == 0
 
 
@@ -176,7 +176,7 @@ def test_reader_follows_bases_into_training_arguments(grpo_fields):
 
 @pytest.mark.parametrize("profile_name", sorted(PROFILES))
 def test_unsloth_from_pretrained_kwargs_are_named_parameters(profile_name, unsloth_api):
-    from labs.unsloth_lab import from_pretrained_kwargs
+    from labs.l72 import from_pretrained_kwargs
 
     params = unsloth_api["from_pretrained"]
     unknown = params.unknown(from_pretrained_kwargs(PROFILES[profile_name]))
@@ -186,7 +186,7 @@ def test_unsloth_from_pretrained_kwargs_are_named_parameters(profile_name, unslo
 
 @pytest.mark.parametrize("profile_name", sorted(PROFILES))
 def test_unsloth_get_peft_model_kwargs_are_parameters_or_lora_fields(profile_name, unsloth_api):
-    from labs.unsloth_lab import get_peft_model_kwargs
+    from labs.l72 import get_peft_model_kwargs
 
     params, lora = unsloth_api["get_peft_model"], unsloth_api["lora_config"]
     accepted = params.named | lora

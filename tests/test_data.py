@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from labs import data
-from labs.paths import GSM8K_DIR
-from labs.profiles import get_profile
+from labs.training import data
+from labs.core.paths import GSM8K_DIR
+from labs.core.profiles import get_profile
 
 
 def test_bundled_counts_and_checksums_match_the_source_note():

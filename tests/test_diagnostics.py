@@ -1,4 +1,4 @@
-"""labs.diagnostics on synthetic metric histories."""
+"""labs.core.diagnostics on synthetic metric histories."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pytest
 from rundirs import GOOD_HOLDOUT, NO_GAIN_HOLDOUT, SMALL_HOLDOUT, history, paired_verdicts
 
-from labs import diagnostics as dg
-from labs import stats
+from labs.core import diagnostics as dg
+from labs.core import stats
 
 
 def summary(counts) -> dict:

@@ -28,8 +28,8 @@ from labs.doctor import runnable
 from labs.doctor.downloads import GB, QWEN3_4B_BF16_BYTES, download_seconds
 from labs.doctor.pins import parse_requirements, read_both
 from labs.doctor.probe import hf_cached_model, hub_reachability, wandb_facts
-from labs.paths import REPO_ROOT
-from labs.profiles import get_profile
+from labs.core.paths import REPO_ROOT
+from labs.core.profiles import get_profile
 
 DATA = Path(__file__).parent / "data" / "doctor"
 PYTHON = sys.executable

@@ -11,8 +11,8 @@ import pytest
 from rundirs import e2_run, good_run, history, make_run
 
 from labs import exercises as ex
-from labs.profiles import PROFILES, get_profile
-from labs.runfolder import write_jsonl
+from labs.core.profiles import PROFILES, get_profile
+from labs.core.runfolder import write_jsonl
 
 # ----------------------------------------------------------------------------------- fluency measures
 

@@ -26,9 +26,9 @@ from rundirs import (
     read_csv_rows,
 )
 
-from labs import diagnostics as dg
-from labs import runfolder as rf
-from labs import stats
+from labs.core import diagnostics as dg
+from labs.core import runfolder as rf
+from labs.core import stats
 from labs.grading import CUMPLE, MANUAL, NO_CUMPLE, NO_SE_PUEDE, grade_class, grade_run, grade_submission, main
 from labs.grading import criteria as cr
 from labs.grading import grade as grade_module

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from labs import runfolder
+from labs.core import runfolder
 
 pytestmark = pytest.mark.slow
 RUN_NAME = "test-l71-resume"

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from labs import models
-from labs.profiles import get_profile
+from labs.training import models
+from labs.core.profiles import get_profile
 
 
 def test_gguf_is_found_without_importing_the_package():

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from labs import preflight
-from labs.preflight import PreflightError
-from labs.profiles import get_profile
+from labs.training import preflight
+from labs.training.preflight import PreflightError
+from labs.core.profiles import get_profile
 from rewards import reward_functions
 
 COLUMNS = ("prompt", "answer", "id")

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from labs import profiles
-from labs.profiles import PROFILE_ENV, PROFILES, ProfileError, get_profile, parse_override
+from labs.core import profiles
+from labs.core.profiles import PROFILE_ENV, PROFILES, ProfileError, get_profile, parse_override
 
 
 def test_required_profiles_exist_and_cpu_profiles_use_the_bundled_model():

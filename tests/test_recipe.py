@@ -2,9 +2,9 @@
 
 import pytest
 
-from labs import recipe
-from labs.profiles import get_profile
-from labs.runfolder import RunFolder, append_jsonl
+from labs.training import recipe
+from labs.core.profiles import get_profile
+from labs.core.runfolder import RunFolder, append_jsonl
 
 
 @pytest.mark.parametrize("name", ["cpu", "ci"])

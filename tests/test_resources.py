@@ -1,9 +1,9 @@
-"""resources.json: the memory a run used, as both labs record it (labs.resources)."""
+"""resources.json: the memory a run used, as both labs record it (labs.core.resources)."""
 
 import mmap
 
-from labs import resources
-from labs.runfolder import RESOURCES_JSON, RunFolder, read_json
+from labs.core import resources
+from labs.core.runfolder import RESOURCES_JSON, RunFolder, read_json
 
 
 def test_record_writes_peak_memory_and_the_samples(tmp_path):

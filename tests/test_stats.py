@@ -1,4 +1,4 @@
-"""labs.stats against values computed by hand or by an independent route."""
+"""labs.core.stats against values computed by hand or by an independent route."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, kendalltau
 
-from labs import stats
+from labs.core import stats
 from rundirs import paired_verdicts
 
 

@@ -1,4 +1,4 @@
-"""labs.sweep: skipping finished runs, resuming, failures, timeouts, and the child's command line.
+"""labs.exercises.sweep: skipping finished runs, resuming, failures, timeouts, and the child's command line.
 
 The children here are stand-ins started with ``sys.executable -c``: they write status.json the way
 the lab does and append their name to a marker file, so a test sees exactly which processes ran.
@@ -12,9 +12,9 @@ import time
 import pytest
 from rundirs import make_run
 
-from labs import sweep
-from labs.profiles import get_profile, parse_override
-from labs.runfolder import RunFolder
+from labs.exercises import sweep
+from labs.core.profiles import get_profile, parse_override
+from labs.core.runfolder import RunFolder
 
 # argv: run_dir, name, marker file, mode ("ok" | "fail" | "error" | "sleep" | "silent" | "crash" | "killed")
 CHILD = r"""
@@ -172,7 +172,7 @@ def test_timeout_stops_the_child(env):
 PARENT = r"""
 import sys
 from pathlib import Path
-from labs import sweep
+from labs.exercises import sweep
 root, marker, child = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 def command_for(variant, profile_name):
     return [sys.executable, "-c", child, str(root / variant.name), variant.name, marker, "sleep"]

@@ -1,4 +1,4 @@
-"""labs.toy_rl: policy gradient, baselines, clipping, KL estimators and the tiny GRPO bandit."""
+"""labs.l6.toy_rl: policy gradient, baselines, clipping, KL estimators and the tiny GRPO bandit."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from labs import toy_rl as T
+from labs.l6 import toy_rl as T
 
 LOGITS = [0.5, 0.0, -0.5, 1.0]
 REWARDS = [3.0, 1.0, 0.0, 3.0]

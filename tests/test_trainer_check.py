@@ -1,10 +1,10 @@
-"""labs.trainer_check: one real GRPOTrainer step; its advantages must equal labs.advantage."""
+"""labs.l6.trainer_check: one real GRPOTrainer step; its advantages must equal labs.l6.advantage."""
 
 import numpy as np
 import pytest
 
-from labs.advantage import group_advantages
-from labs.trainer_check import (
+from labs.l6.advantage import group_advantages
+from labs.l6.trainer_check import (
     DEFAULT_PATTERNS,
     TOLERANCE,
     format_report,

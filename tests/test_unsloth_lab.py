@@ -1,4 +1,4 @@
-"""Lab L7.2 (labs.unsloth_lab): the guards and computations that decide what the lab measures.
+"""Lab L7.2 (labs.l72): the guards and computations that decide what the lab measures.
 
 Unsloth's GPU path cannot run on this machine (no GPU; the GPU stack's pins also conflict with the CPU
 stack), so it is the one place tested by structure: a stand-in ``unsloth`` package records *when* it
@@ -21,11 +21,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from labs import pinned_api as pa
-from labs import runfolder as rf
-from labs import unsloth_lab as u
+from labs.training import pinned_api as pa
+from labs.core import runfolder as rf
+from labs import l72 as u
 from labs import vram
-from labs.profiles import get_profile
+from labs.core.profiles import get_profile
 import rundirs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def adapter_dir(tmp_path_factory) -> Path:
     from peft import get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from labs.recipe import lora_config
+    from labs.training.recipe import lora_config
 
     config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1)
@@ -112,14 +112,14 @@ class StandInModel:
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from labs import models
+    from labs.training import models
 
     return AutoTokenizer.from_pretrained(models.model_path(CI))
 
 
 @pytest.fixture
 def eval_rows():
-    from labs import data
+    from labs.training import data
 
     return data.course_splits(CI)["eval"][:3]
 
@@ -174,7 +174,7 @@ def stand_in_unsloth(tmp_path) -> Path:
 def test_guard_sets_standby_before_importing_unsloth(stand_in_unsloth):
     result = _python("""
         import json
-        from labs.unsloth_lab import enable_standby_and_import_unsloth
+        from labs.l72 import enable_standby_and_import_unsloth
         unsloth = enable_standby_and_import_unsloth()
         print(json.dumps([unsloth.STANDBY_AT_IMPORT, unsloth.IMPORTED_BEFORE, unsloth.__file__]))
     """, pythonpath=[str(stand_in_unsloth)])
@@ -189,7 +189,7 @@ def test_guard_refuses_when_a_patched_module_came_first(stand_in_unsloth, first)
     result = _python(f"""
         import os, sys
         import {first}
-        from labs.unsloth_lab import enable_standby_and_import_unsloth
+        from labs.l72 import enable_standby_and_import_unsloth
         try:
             enable_standby_and_import_unsloth()
         except Exception as exc:
@@ -214,7 +214,7 @@ def test_the_lab_modules_import_nothing_unsloth_patches():
     # run_lab imports these before the guard runs; if one pulled in transformers, the GPU path would fail.
     result = _python("""
         import sys
-        import labs.unsloth_lab, labs.l71, labs.recipe, labs.evaluation, labs.vram, labs.data, labs.doctor
+        import labs.l72, labs.l71, labs.training.recipe, labs.training.evaluation, labs.vram, labs.training.data, labs.doctor
         import rewards
         print(sorted(m for m in ("trl", "transformers", "peft", "unsloth") if m in sys.modules))
     """)
@@ -325,7 +325,7 @@ def test_a_gpu_profile_never_falls_back_silently():
 
 
 def test_a_failed_standby_load_asks_for_a_restart_and_blocks_a_second_try(monkeypatch):
-    monkeypatch.setattr(u, "_FAILED_STANDBY_LOAD", None)
+    monkeypatch.setattr(u.standby, "_FAILED_STANDBY_LOAD", None)  # the state lives beside the guard
     with pytest.raises(u.UnslothLoadFailed, match="Reinicia el kernel") as err:
         with u.standby_load_guard(RTX):
             raise MemoryError("CUDA out of memory")

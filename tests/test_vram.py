@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 
 from labs import vram
-from labs.profiles import CI, RTX5090
+from labs.core.profiles import CI, RTX5090
 
 GIB = vram.GIB
 

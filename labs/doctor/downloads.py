@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labs.profiles import BUNDLED_MODEL, PROFILES, Profile
+from labs.core.profiles import BUNDLED_MODEL, PROFILES, Profile
 
 GB = 1e9  # disk sizes in decimal gigabytes, as the hub and `df -H` show them
 
@@ -27,7 +27,7 @@ MODEL_BYTES = {
 }
 
 HF_CACHE = "hf_cache"  # huggingface_hub's cache (HF_HOME / HF_HUB_CACHE)
-COURSE_CACHE = "course_cache"  # labs.paths.cache_dir() (COURSE_CACHE)
+COURSE_CACHE = "course_cache"  # labs.core.paths.cache_dir() (COURSE_CACHE)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from labs.paths import REPO_ROOT
+from labs.core.paths import REPO_ROOT
 
 CPU_REQUIREMENTS = "requirements.txt"
 GPU_REQUIREMENTS = "requirements-gpu.txt"

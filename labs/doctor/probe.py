@@ -1,6 +1,6 @@
 """Gather the facts the doctor judges: one JSON-ready record, no judgement.
 
-Nothing is installed or downloaded (the only write is ``labs.paths.cache_dir()`` creating its empty
+Nothing is installed or downloaded (the only write is ``labs.core.paths.cache_dir()`` creating its empty
 folder): package versions come from installed metadata (no heavy package is imported, except torch
 when GPU facts are asked for), the hub check is one bounded socket connect, and wandb's login state
 is read from the environment and ~/.netrc without prompting.
@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 from labs.doctor import pins
 from labs.doctor.downloads import hub_models_of_all_profiles
-from labs.paths import GSM8K_DIR, cache_dir
+from labs.core.paths import GSM8K_DIR, cache_dir
 
 SCHEMA_VERSION = 1
 
@@ -267,7 +267,7 @@ def hf_cached_model(model_id: str, hub_cache: Path) -> dict:
 
 def bundled_model_facts() -> dict:
     """Is the CPU profiles' model already converted, or at least its GGUF package installed?"""
-    from labs import models  # the lead's module owns the layout of the converted folder
+    from labs.training import models  # the lead's module owns the layout of the converted folder
 
     return {
         "converted": models.is_complete(models.converted_dir()),
@@ -327,7 +327,7 @@ def wandb_facts() -> dict:
 
 def profile_facts(given: dict | None = None) -> dict:
     """The profile the labs will use and why; ``given`` skips asking (which may import torch)."""
-    from labs.profiles import PROFILES, default_profile_name
+    from labs.core.profiles import PROFILES, default_profile_name
 
     name, reason = (given["name"], given.get("reason", "")) if given else default_profile_name()
     return {"name": name, "reason": reason, "known": name.strip().lower() in PROFILES}

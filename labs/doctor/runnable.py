@@ -7,7 +7,7 @@ import warnings
 
 from labs.doctor.checks import ERROR, WARNING, evaluate, hub_needs
 from labs.doctor.probe import hub_reachability, probe
-from labs.profiles import Profile, get_profile
+from labs.core.profiles import Profile, get_profile
 
 
 class EnvironmentNotReady(RuntimeError):

@@ -10,7 +10,7 @@ From a notebook: ``grade_run(run_dir) -> RunGrade``, ``write_report(grade, out_d
 ``grade_class(class_dir, out_dir)``, and for the students' self-check ``find_or_make_run()``,
 ``self_check(run_dir)`` and ``show_report(path)``.
 
-It reads only the run-folder layout of ``labs.runfolder`` (JSON, JSON lines, PNG), never executes or
+It reads only the run-folder layout of ``labs.core.runfolder`` (JSON, JSON lines, PNG), never executes or
 unpickles anything submitted, writes only under the output folder, and turns every unreadable input
 into a Spanish "no se puede evaluar X porque Y" in the report. The criteria, thresholds and their
 justification are in ``RUBRIC.md`` beside this file.

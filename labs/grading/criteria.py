@@ -3,16 +3,16 @@
 Verdicts: ``CUMPLE``, ``NO_CUMPLE``, ``NO_SE_PUEDE`` ("no se puede determinar"), and for criterion 4,
 which only a person can judge, ``MANUAL``. A criterion made of several checks is "no cumple" if any
 check fails, otherwise "no se puede determinar" if any check cannot tell, otherwise "cumple".
-Thresholds come from ``labs.diagnostics`` and ``labs.stats``; RUBRIC.md justifies them.
+Thresholds come from ``labs.core.diagnostics`` and ``labs.core.stats``; RUBRIC.md justifies them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from labs import diagnostics as dg
-from labs import runfolder as rf
-from labs import stats
+from labs.core import diagnostics as dg
+from labs.core import runfolder as rf
+from labs.core import stats
 from rewards import REWARD_NAMES
 
 from .holdout import ID_PREFIX, Holdout, check_holdout

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from labs import diagnostics as dg
-from labs import stats
+from labs.core import diagnostics as dg
+from labs.core import stats
 
 PANELS = (
     (dg.REWARD, "Recompensa total (reward)"),

@@ -16,8 +16,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labs import diagnostics as dg
-from labs import runfolder as rf
+from labs.core import diagnostics as dg
+from labs.core import runfolder as rf
 
 from . import criteria as cr
 from .holdout import check_holdout
@@ -39,7 +39,7 @@ class RunGrade:
     criteria: list[cr.Criterion]
     findings: list[dg.Finding] = field(default_factory=list)
     hacking: dg.Finding | None = None
-    holdout: dict | None = None  # labs.stats.paired_comparison recomputed from eval/*.jsonl
+    holdout: dict | None = None  # labs.core.stats.paired_comparison recomputed from eval/*.jsonl
     own_rewards: list[str] = field(default_factory=list)
     comparisons: list["RunGrade"] = field(default_factory=list)
     level: str = NO_LEVEL

@@ -1,7 +1,7 @@
 """Check and pair the holdout evaluation of a run folder (criterion 3's input).
 
 The grader does not trust ``eval/summary.json``: it pairs ``eval/base.jsonl`` and ``eval/trained.jsonl``
-by problem id and recomputes ``labs.stats.paired_comparison`` itself, after checking that every id is a
+by problem id and recomputes ``labs.core.stats.paired_comparison`` itself, after checking that every id is a
 GSM8K test problem (``gsm8k-test-<index>``) and that the summary, if it names a data set, names that one.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from labs import runfolder as rf
-from labs import stats
+from labs.core import runfolder as rf
+from labs.core import stats
 
 from .inputs import RunData
 
@@ -21,7 +21,7 @@ GSM8K_TEST_SIZE = 1319
 
 @dataclass
 class Holdout:
-    comparison: dict | None = None  # labs.stats.paired_comparison over the paired ids
+    comparison: dict | None = None  # labs.core.stats.paired_comparison over the paired ids
     problems: list[str] = field(default_factory=list)  # why it cannot be evaluated (Spanish)
     notes: list[str] = field(default_factory=list)  # warnings that do not stop the evaluation
 

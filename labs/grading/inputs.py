@@ -7,7 +7,7 @@ each a Spanish sentence "no se puede evaluar X porque Y", and never raises on ba
 Safety rules: only JSON and JSON-lines files are parsed (``json`` from the standard library: nothing is
 executed or unpickled), PNG files are only checked for their signature and copied; every file is read
 with a size limit; symbolic links are never followed. The layout and file names are those of
-``labs.runfolder``; its own readers are not used here because they trust the file (no size limit, and
+``labs.core.runfolder``; its own readers are not used here because they trust the file (no size limit, and
 ``read_jsonl`` raises on a malformed middle line, where the grader must report the line and go on).
 """
 
@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labs import runfolder as rf
+from labs.core import runfolder as rf
 
 MAX_JSON_BYTES = 8 * 1024 * 1024  # run.json, status.json, eval/summary.json, notebooks
 MAX_JSONL_BYTES = 64 * 1024 * 1024  # metrics.jsonl, eval/*.jsonl (a 1,319-problem eval is ~5 MB)
@@ -99,7 +99,7 @@ def parse_json_object(data: bytes) -> dict:
 def parse_jsonl(data: bytes) -> tuple[list[dict], list[int], bool]:
     """Rows of a JSON-lines file, the 1-based numbers of bad lines, and whether the last line was cut.
 
-    A malformed last line is what a crash mid-write leaves (``labs.runfolder.append_jsonl``): it is
+    A malformed last line is what a crash mid-write leaves (``labs.core.runfolder.append_jsonl``): it is
     reported separately from malformed lines in the middle.
     """
     lines = _decode(data).splitlines()

@@ -6,8 +6,8 @@ import importlib
 import re
 from pathlib import Path
 
-from labs import runfolder as rf
-from labs.paths import runs_dir
+from labs.core import runfolder as rf
+from labs.core.paths import runs_dir
 
 from .grade import RunGrade, grade_run
 from .report import write_report

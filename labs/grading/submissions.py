@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from labs import runfolder as rf
+from labs.core import runfolder as rf
 
 from .inputs import MAX_JSON_BYTES, MAX_JSONL_BYTES, MAX_PNG_BYTES, InputError, parse_json_object, read_limited
 

@@ -1,0 +1,1 @@
+"""Shared by every lab: profiles, paths, the run folder, run info, resources, statistics, diagnostics."""

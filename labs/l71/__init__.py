@@ -1,0 +1,26 @@
+"""Lab L7.1: GRPO on GSM8K with TRL's GRPOTrainer and vLLM in colocate mode, end to end.
+
+One recipe, two front doors: the notebook ``notebooks/L7_1_grpo_trl_vllm.ipynb`` walks through these
+steps one by one, and the terminal runs them all::
+
+    python -m labs l71 [--profile cpu|ci|rtx5090] [--run-name NAME] [--fresh] [--set key=value ...]
+
+Both write the same run folder (labs.core.runfolder). Running the same command again continues an
+unfinished run from its last checkpoint, and returns at once for a finished one; ``--fresh`` starts
+a new run folder next to the old one (nothing is deleted).
+"""
+
+from labs.l71.cli import main
+from labs.l71.lab import (
+    LAB,
+    Lab,
+    base_model_for,
+    finish,
+    generator,
+    new_run,
+    prepare,
+    run_lab,
+    sync_engine,
+    write_run_json,
+)
+from labs.training.options import add_run_arguments, overrides_from_cli  # shared by every lab's command line

@@ -1,0 +1,49 @@
+"""``python -m labs l71``: the whole L7.1 lab from a terminal (long runs belong there, not in a browser tab)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from labs.core.profiles import get_profile
+from labs.l71.lab import LAB, run_lab
+from labs.training import models, recipe
+from labs.training.options import add_run_arguments, overrides_from_cli
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m labs l71",
+        description="Laboratorio L7.1: GRPO en GSM8K con GRPOTrainer de TRL y vLLM en modo colocate.",
+    )
+    add_run_arguments(parser)
+    parser.add_argument(
+        "--rewards", help="funciones de recompensa separadas por comas (por defecto las tres de la lección)"
+    )
+    parser.add_argument("--lab", default=LAB, help="etiqueta del laboratorio en run.json (L7.1, E1, E2, E3)")
+    args = parser.parse_args(argv)
+    try:
+        profile = get_profile(args.profile)
+        overrides = overrides_from_cli(args.set, profile)
+        names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
+        path = run_lab(
+            profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab, **overrides
+        )
+    except (ValueError, models.ModelNotAvailable) as exc:  # profile, pre-flight, data, reward names
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    except recipe.RunFailed as exc:
+        print(f"ERROR: el entrenamiento se detuvo. {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        if type(exc).__name__ == "EnvironmentNotReady":
+            print(str(exc), file=sys.stderr)
+            return 2
+        raise
+    print(json.dumps({"run_dir": str(path)}, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

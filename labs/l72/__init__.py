@@ -1,0 +1,72 @@
+"""Lab L7.2: the L7.1 recipe with Unsloth and vLLM Standby on Qwen3-4B, or its CPU stand-in.
+
+Same run folder (labs.core.runfolder), same rewards, same data, same evaluation as L7.1 (this package calls
+``labs.l71``, ``labs.training.recipe`` and ``labs.training.evaluation``; it copies none of them). What changes
+is how the model is loaded and trained::
+
+    python -m labs l72 [--profile cpu|ci|rtx5090] [--run-name NAME] [--fresh] [--set key=value ...]
+
+On a GPU profile (CUDA visible, Unsloth installed) Unsloth loads the model with vLLM inside under Standby
+and trains LoRA adapters; on a CPU profile the same recipe runs with transformers + PEFT, and says so.
+The second half puts L7.1 and L7.2 side by side from their run folders for the notebook
+``notebooks/L7_2_unsloth_standby.ipynb``.
+
+Modules, one job each:
+
+- ``standby``: the Standby variables, the import order (``enable_standby_and_import_unsloth``) and the
+  guard that turns a failed load into "restart the kernel" (``standby_load_guard``);
+- ``backend``: which back-end runs (``choose_backend``, ``gpu_path``);
+- ``memory``: the vLLM memory fraction in force (``expected_gpu_fraction``, ``MemoryFraction``);
+- ``lora``: evaluation with the trained LoRA really loaded (``require_lora_request``, ``evaluate_unsloth``);
+- ``steps``: what both paths share (``start``, ``print_vram_plans``, ``record_run``);
+- ``gpu``: the GPU path (the two Unsloth calls' keywords, its checks, the run);
+- ``fallback``: the CPU path (``FallbackLab``);
+- ``lab``: ``run_lab``, which picks the path;
+- ``compare``: L7.1 against L7.2 (``ensure_l71_run``, ``lab_record``, ``comparison_table``, ``plot_comparison``);
+- ``cli``: ``main``, the command line.
+
+Everything the notebook and the tests use is re-exported here (``from labs import l72``).
+"""
+
+from __future__ import annotations
+
+
+from labs.core.resources import ResourceMonitor, write_resources
+from labs.l72 import standby
+from labs.l72.backend import (BACKEND_FALLBACK, BACKEND_UNSLOTH, WHY_NO_UNSLOTH_ON_CPU_ES, Backend,
+                              BackendUnavailable, choose_backend, gpu_path, unsloth_installed)
+from labs.l72.cli import main
+from labs.l72.compare import (COMPARABLE_FIELDS, comparison_table, describe_comparison_es, ensure_l71_run,
+                              find_lab_run, lab_record, plot_comparison, prime_format_pass_in_subprocess,
+                              run_l71_in_subprocess)
+from labs.l72.fallback import FallbackLab
+from labs.l72.gpu import (check_4bit_vllm_plugin, check_unsloth_path, from_pretrained_kwargs,
+                          get_peft_model_kwargs, package_version)
+from labs.l72.lab import run_lab
+from labs.l72.lora import (LoraNotLoaded, evaluate_unsloth, lora_engine_check, require_engine_has_adapter,
+                           require_lora_request, save_adapter)
+from labs.l72.memory import (NEWER_VLLM_FACTOR, STANDBY_TIERS, STANDBY_TIERS_BEFORE_VLLM_0_11, MemoryFraction,
+                             _fmt, engine_memory_fraction, expected_gpu_fraction, standby_target_fraction,
+                             unsloth_memory_fraction)
+from labs.l72.standby import (ORDER_SENSITIVE_MODULES, RESTART_ES, STANDBY_ENV, UTIL_OVERRIDE_ENV,
+                              ImportOrderError, UnslothLoadFailed, enable_standby_and_import_unsloth,
+                              standby_load_guard)
+from labs.l72.steps import LAB, finish_resources, print_vram_plans, record_run, start, update_run_json
+
+
+
+__all__ = [
+    "BACKEND_FALLBACK", "BACKEND_UNSLOTH", "COMPARABLE_FIELDS", "LAB", "NEWER_VLLM_FACTOR",
+    "ORDER_SENSITIVE_MODULES", "RESTART_ES", "STANDBY_ENV", "STANDBY_TIERS", "STANDBY_TIERS_BEFORE_VLLM_0_11",
+    "UTIL_OVERRIDE_ENV", "WHY_NO_UNSLOTH_ON_CPU_ES",
+    "Backend", "BackendUnavailable", "FallbackLab", "ImportOrderError", "LoraNotLoaded", "MemoryFraction",
+    "ResourceMonitor", "UnslothLoadFailed",
+    "_fmt", "check_4bit_vllm_plugin", "check_unsloth_path", "choose_backend", "comparison_table",
+    "describe_comparison_es", "enable_standby_and_import_unsloth", "engine_memory_fraction", "ensure_l71_run",
+    "evaluate_unsloth", "expected_gpu_fraction", "find_lab_run", "finish_resources", "from_pretrained_kwargs",
+    "get_peft_model_kwargs", "gpu_path", "lab_record", "lora_engine_check", "main", "package_version",
+    "plot_comparison", "prime_format_pass_in_subprocess", "print_vram_plans", "record_run",
+    "require_engine_has_adapter", "require_lora_request", "run_l71_in_subprocess", "run_lab", "save_adapter",
+    "standby_load_guard", "standby_target_fraction", "start", "unsloth_installed", "unsloth_memory_fraction",
+    "update_run_json", "write_resources",
+]

@@ -1,0 +1,48 @@
+"""Lab L7.2: the L7.1 recipe with Unsloth and vLLM Standby on Qwen3-4B, or its CPU stand-in.
+
+The command line (``python -m labs l72``; the first paragraph above is its ``--help`` description)::
+
+    python -m labs l72 [--profile cpu|ci|rtx5090] [--run-name NAME] [--fresh] [--set key=value ...]
+
+Exit codes: 0 done (the last line is JSON with ``run_dir`` and ``backend_used``), 2 a setting or the
+environment is wrong, 1 the run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from labs.training import models, recipe
+from labs import l71
+from labs.core.profiles import get_profile
+from labs.core.runfolder import RUN_JSON, read_json
+from labs.l72.backend import BackendUnavailable
+from labs.l72.lab import run_lab
+from labs.l72.lora import LoraNotLoaded
+from labs.l72.standby import ImportOrderError, UnslothLoadFailed
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labs l72", description=__doc__.split("\n\n")[0])
+    l71.add_run_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        profile = get_profile(args.profile)
+        overrides = l71.overrides_from_cli(args.set, profile)
+        path = run_lab(profile, run_name=args.run_name, fresh=args.fresh, **overrides)
+    except (ValueError, models.ModelNotAvailable, ImportOrderError, BackendUnavailable) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    except (recipe.RunFailed, UnslothLoadFailed, LoraNotLoaded) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        if type(exc).__name__ == "EnvironmentNotReady":
+            print(str(exc), file=sys.stderr)
+            return 2
+        raise
+    run = read_json(Path(path) / RUN_JSON)
+    print(json.dumps({"run_dir": str(path), "backend_used": run.get("backend_used")}, ensure_ascii=False))
+    return 0

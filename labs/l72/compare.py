@@ -1,0 +1,254 @@
+"""L7.1 against L7.2, side by side from their run folders (memory, seconds per step, reward, accuracy).
+
+For the notebook ``notebooks/L7_2_unsloth_standby.ipynb``: find (or run, in a child process) the L7.1
+reference, read one record per run folder, and show them as a table, Spanish sentences and a figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from labs.core.paths import runs_dir
+from labs.core.profiles import Profile, get_profile
+from labs.core.resources import RESOURCES_JSON, ResourceMonitor, gib, nvidia_smi_used_gib, read_resources, write_resources
+from labs.core.runfolder import RUN_JSON, RunFolder, read_json
+
+# The settings two runs must share for a side-by-side comparison to mean anything (the model may differ:
+# L7.2 loads the Unsloth copy of the same weights on the GPU).
+COMPARABLE_FIELDS = ("data_source", "train_size", "eval_size", "max_prompt_tokens", "data_seed", "num_generations",
+                     "max_completion_length", "per_device_train_batch_size", "gradient_accumulation_steps",
+                     "learning_rate", "beta", "loss_type", "temperature", "max_steps", "seed", "format_pass",
+                     "eval_max_new_tokens", "use_vllm")
+
+
+def find_lab_run(lab: str, profile: Profile | str, root: str | os.PathLike | None = None) -> Path | None:
+    """The newest finished run of ``lab`` under the runs folder made with ``profile``'s recipe, or None.
+
+    A run counts only if its ``run.json`` has the same profile name and the same values for
+    :data:`COMPARABLE_FIELDS` (an L7.1 run with ``--set max_steps=2`` is not a reference for L7.2).
+    """
+    profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    wanted = {k: getattr(profile, k) for k in COMPARABLE_FIELDS}
+    root = Path(root) if root is not None else runs_dir()
+    found = []
+    for child in root.iterdir() if root.is_dir() else ():
+        folder = RunFolder(child)
+        try:
+            record = read_json(folder.path(RUN_JSON))
+        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+            continue
+        saved = record.get("profile") or {}
+        same = saved.get("name") == profile.name and all(saved.get(k) == v for k, v in wanted.items())
+        if record.get("lab") == lab and same and folder.is_finished():
+            found.append((folder.path(RUN_JSON).stat().st_mtime, child))
+    return max(found)[1] if found else None
+
+
+def run_l71_in_subprocess(profile_name: str, show=print) -> Path:
+    """Run ``python -m labs l71 --profile <name>`` in a child process and record its peak memory.
+
+    A child process, because two vLLM engines cannot share one process (nor, on a 32 GB card, one GPU:
+    run this before loading L7.2). L7.1 writes its own ``resources.json``; the parent also measures the
+    child (``wait4`` for its peak resident memory, nvidia-smi on a GPU) and writes that only if the
+    child's folder has none.
+    """
+    cmd = [sys.executable, "-m", "labs", "l71", "--profile", profile_name]
+    show(f"[l71] Lanzo L7.1 en otro proceso: {' '.join(cmd[1:])}")
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    monitor = ResourceMonitor(gpu="nvidia-smi" if nvidia_smi_used_gib() is not None else None, interval_s=1.0,
+                              pid=proc.pid).start()
+    tail: list[str] = []
+    run_dir = None
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        tail = (tail + [line])[-40:]
+        if line.startswith("{") and '"run_dir"' in line:
+            run_dir = json.loads(line)["run_dir"]
+        elif line.startswith(("[", "ERROR")):
+            show(line)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    sampled = monitor.stop()
+    if proc.returncode != 0 or run_dir is None:
+        raise RuntimeError(f"L7.1 terminó con código {proc.returncode}. Últimas líneas:\n" + "\n".join(tail))
+    if read_resources(run_dir) is None:
+        write_resources(run_dir, {
+            "lab": "L7.1", "peak_rss_gib": gib(usage.ru_maxrss * 1024),
+            "measured_by": "el proceso que lanzó L7.1 (wait4 sobre el hijo; nvidia-smi en GPU)",
+            "wall_seconds": round(time.perf_counter() - started, 1), **sampled,
+        })
+    return Path(run_dir)
+
+
+_PRIME_SCRIPT = """
+import sys
+from transformers import AutoTokenizer
+from labs.training import data, models
+from labs import l71
+from labs.core.profiles import get_profile
+profile = get_profile(sys.argv[1])
+start = models.model_path(profile)
+print(l71.base_model_for(profile, start, data.course_splits(profile, AutoTokenizer.from_pretrained(start)))[0])
+"""
+
+
+def prime_format_pass_in_subprocess(profile_name: str, show=print) -> None:
+    """Make sure the cached format pass exists before either lab runs (in a child process).
+
+    Whichever lab ran first would otherwise pay for the supervised pass inside its own process, and its
+    peak memory would include it: the comparison would measure the format pass, not the two recipes.
+    """
+    if not get_profile(profile_name).format_pass:
+        return
+    show("[formato] Compruebo (en otro proceso) que el pase de formato ya está en caché para los dos labs.")
+    done = subprocess.run([sys.executable, "-c", _PRIME_SCRIPT, profile_name], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError("El pase de formato falló:\n" + "\n".join(done.stderr.splitlines()[-20:]))
+
+
+def ensure_l71_run(profile_name: str, show=print) -> Path:
+    """L7.1's finished run folder for this profile, running L7.1 in a child process if there is none."""
+    found = find_lab_run("L7.1", profile_name)
+    if found is not None:
+        show(f"[l71] Uso el run de L7.1 que ya existe: {found}")
+        return found
+    prime_format_pass_in_subprocess(profile_name, show)
+    return run_l71_in_subprocess(profile_name, show)
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(v for v in values if isinstance(v, (int, float)))
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def lab_record(run_root: str | os.PathLike) -> dict:
+    """One row of the comparison, read from a run folder only."""
+    folder = RunFolder(run_root)
+    run = read_json(folder.path(RUN_JSON))
+    metrics = folder.metrics()
+    rewards = [r["reward"] for r in metrics if isinstance(r.get("reward"), (int, float))]
+    tail = rewards[-max(1, len(rewards) // 4):] if rewards else []
+    try:
+        summary = read_json(folder.path("eval/summary.json"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        summary = {}
+    res = read_resources(folder.root) or {}
+    gpu = res.get("gpu") or {}
+    on_gpu = not (run.get("profile") or {}).get("use_cpu", True)
+    if on_gpu:
+        memory, memory_kind = gpu.get("device_used_by_run_gib"), "GPU (pico de memoria ocupada)"
+    else:
+        memory, memory_kind = res.get("peak_rss_gib"), "RAM (pico de memoria residente)"
+    fraction = run.get("vllm_memory_fraction") or {}
+    return {
+        "lab": run.get("lab"),
+        "run": folder.root.name,
+        "backend": run.get("backend_used") or ("trl + LoRA de PEFT" if (run.get("profile") or {}).get("use_lora")
+                                               else "trl (todos los pesos)"),
+        "model": run.get("base_label") or run.get("base_model"),
+        "memory_gib": memory,
+        "memory_kind": memory_kind,
+        "memory_source": res.get("measured_by"),
+        "vllm_fraction": fraction.get("in_force", (run.get("profile") or {}).get("vllm_gpu_memory_utilization")),
+        "steps": len(metrics),
+        "seconds_per_step": _median([r.get("step_time") for r in metrics]),
+        "reward_final": sum(tail) / len(tail) if tail else None,
+        "reward_steps": [r.get("step") for r in metrics if isinstance(r.get("reward"), (int, float))],
+        "rewards": rewards,
+        "base_accuracy": summary.get("base_accuracy"),
+        "trained_accuracy": summary.get("trained_accuracy"),
+        "n_eval": summary.get("n"),
+    }
+
+
+def comparison_table(records: list[dict]):
+    """The side-by-side table (a pandas DataFrame, Spanish headings)."""
+    import pandas as pd
+
+    rows = {
+        "Back-end": [r["backend"] for r in records],
+        "Modelo": [r["model"] for r in records],
+        "Memoria (GiB)": [r["memory_gib"] for r in records],
+        "Qué memoria": [r["memory_kind"] if r["memory_gib"] is not None else "sin registrar" for r in records],
+        "Fracción vLLM": [r["vllm_fraction"] for r in records],
+        "Pasos": [r["steps"] for r in records],
+        "s/paso (mediana)": [r["seconds_per_step"] for r in records],
+        "Recompensa final": [r["reward_final"] for r in records],
+        "Exactitud base": [r["base_accuracy"] for r in records],
+        "Exactitud entrenado": [r["trained_accuracy"] for r in records],
+        "Problemas": [r["n_eval"] for r in records],
+    }
+    return pd.DataFrame(rows, index=[r["lab"] for r in records])
+
+
+def describe_comparison_es(records: list[dict]) -> list[str]:
+    """The comparison in Spanish sentences, from the records' own numbers (first record: the reference)."""
+    ref, other = records[0], records[-1]
+    lines = []
+    if ref["memory_gib"] is not None and other["memory_gib"] is not None:
+        ratio = other["memory_gib"] / ref["memory_gib"] if ref["memory_gib"] else float("nan")
+        lines.append(f"Memoria: {ref['lab']} {ref['memory_gib']:.2f} GiB, {other['lab']} {other['memory_gib']:.2f} GiB "
+                     f"({ratio:.2f} veces; {other['memory_kind']}).")
+    else:
+        missing = [r["lab"] for r in (ref, other) if r["memory_gib"] is None]
+        lines.append(f"Memoria: sin registrar para {', '.join(missing)} (su carpeta de run no tiene {RESOURCES_JSON}).")
+    if ref["seconds_per_step"] and other["seconds_per_step"]:
+        lines.append(f"Segundos por paso (mediana): {ref['lab']} {ref['seconds_per_step']:.1f}, {other['lab']} "
+                     f"{other['seconds_per_step']:.1f} ({other['seconds_per_step'] / ref['seconds_per_step']:.2f} veces).")
+    for r in (ref, other):
+        if r["base_accuracy"] is not None and r["trained_accuracy"] is not None:
+            lines.append(f"{r['lab']}: exactitud {r['base_accuracy']:.1%} antes y {r['trained_accuracy']:.1%} después "
+                         f"({r['n_eval']} problemas); recompensa final {r['reward_final']:.3g}.")
+    if ref["n_eval"] is not None and ref["n_eval"] < 100:
+        lines.append(f"Con {ref['n_eval']} problemas y {ref['steps']} pasos estas diferencias de exactitud son ruido: "
+                     "el perfil sirve para comprobar que todo funciona, no para medir. Las cifras que importan salen "
+                     "del perfil rtx5090.")
+    return lines
+
+
+def plot_comparison(records: list[dict], path: str | os.PathLike | None = None):
+    """Four panels: memory, seconds per step, reward per step, accuracy base/trained."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 7.5))
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.08, top=0.9, hspace=0.4, wspace=0.25)
+    (ax_mem, ax_time), (ax_reward, ax_acc) = fig.subplots(2, 2)
+    labels = [r["lab"] for r in records]
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"][: len(records)]
+    for ax, key, title in ((ax_mem, "memory_gib", "Memoria pico (GiB)"), (ax_time, "seconds_per_step",
+                                                                            "Segundos por paso (mediana)")):
+        values = [r[key] if r[key] is not None else 0.0 for r in records]
+        bars = ax.bar(labels, values, color=colors)
+        for bar, r in zip(bars, records):
+            text = "sin registrar" if r[key] is None else f"{r[key]:.3g}"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                        fontsize=9)
+        ax.set_title(title, fontsize=10)
+    for r, color in zip(records, colors):
+        if r["rewards"]:
+            ax_reward.plot(r["reward_steps"], r["rewards"], marker="o", color=color, label=r["lab"])
+    ax_reward.set_title("Recompensa total por paso", fontsize=10)
+    ax_reward.set_xlabel("paso")
+    ax_reward.legend(fontsize=8)
+    width = 0.38
+    for i, r in enumerate(records):
+        base, trained = r["base_accuracy"] or 0.0, r["trained_accuracy"] or 0.0
+        ax_acc.bar([i - width / 2], [base], width, color=colors[i], alpha=0.45, label=f"{r['lab']} base")
+        ax_acc.bar([i + width / 2], [trained], width, color=colors[i], label=f"{r['lab']} entrenado")
+    ax_acc.set_xticks(range(len(records)), labels)
+    ax_acc.set_title("Exactitud en el holdout (base / entrenado)", fontsize=10)
+    ax_acc.legend(fontsize=8)
+    fig.suptitle("L7.1 (TRL + vLLM colocate) frente a L7.2 (" + ", ".join(r["backend"] for r in records[1:]) + ")")
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig

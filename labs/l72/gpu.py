@@ -1,0 +1,149 @@
+"""L7.2's GPU path (``rtx5090``: CUDA visible, Unsloth installed): Unsloth + vLLM Standby.
+
+``UNSLOTH_VLLM_STANDBY=1`` is set before ``import unsloth``, and unsloth is imported before trl,
+transformers and peft (:func:`labs.l72.standby.enable_standby_and_import_unsloth`). ``FastLanguageModel``
+loads ``unsloth/Qwen3-4B-Instruct-2507`` in 4 bits with vLLM inside (``fast_inference=True``), adds LoRA
+adapters with the lesson's rank, alpha and targets and Unsloth's gradient checkpointing, and TRL's
+GRPOTrainer (patched by Unsloth) trains them with the lesson's hyperparameters
+(``recipe.grpo_config_kwargs``). vLLM and the trainer share one copy of the weights, so after
+training vLLM still holds the *base* weights: the trained model is evaluated by passing the saved
+adapter to every generation (``lora_request=model.load_lora(path)``), and
+:func:`labs.l72.lora.evaluate_unsloth` refuses to evaluate "trained" without one (it would silently
+measure the base model).
+
+Here: the two Unsloth calls as keyword dictionaries built from the profile, the checks the GPU path needs
+beyond L7.1's, and the run itself (:func:`_run_unsloth`; the notebook runs the same steps cell by cell).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from pathlib import Path
+
+from labs.training import data as course_data
+from labs.training import evaluation, preflight, recipe
+from labs import l71
+from labs.core.profiles import Profile
+from labs.core.resources import ResourceMonitor
+from labs.core.runfolder import RunFolder
+from labs.l72.backend import Backend
+from labs.l72.lora import evaluate_unsloth, save_adapter
+from labs.l72.memory import _version_tuple, engine_memory_fraction, expected_gpu_fraction
+from labs.l72.standby import UnslothLoadFailed, enable_standby_and_import_unsloth, standby_load_guard
+from labs.l72.steps import finish_resources, record_run
+
+# --------------------------------------------------------------------------------------------------
+# The two Unsloth calls, as keyword dictionaries built from the profile (vetted by tests/test_api_drift.py)
+# --------------------------------------------------------------------------------------------------
+
+
+def from_pretrained_kwargs(profile: Profile) -> dict:
+    """Keywords for ``FastLanguageModel.from_pretrained``: the model, 4-bit or not, and vLLM inside."""
+    return dict(
+        model_name=profile.unsloth_model,
+        max_seq_length=profile.max_seq_length,
+        load_in_4bit=profile.load_in_4bit,
+        fast_inference=True,  # vLLM generates the completions
+        max_lora_rank=profile.lora_r,
+        gpu_memory_utilization=profile.vllm_gpu_memory_utilization,  # ignored under Standby
+    )
+
+
+def get_peft_model_kwargs(profile: Profile) -> dict:
+    """Keywords for ``FastLanguageModel.get_peft_model``: the LoRA adapters and Unsloth's checkpointing."""
+    return dict(
+        r=profile.lora_r,
+        lora_alpha=profile.lora_alpha,
+        target_modules=list(profile.lora_targets),
+        use_gradient_checkpointing="unsloth",
+        random_state=profile.seed,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks the GPU path needs beyond L7.1's, before anything loads
+# --------------------------------------------------------------------------------------------------
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_4bit_vllm_plugin(profile: Profile, vllm_version: str | None, plugin_installed: bool) -> list[str]:
+    """vLLM 0.28 moved bitsandbytes out of its tree: 4-bit + vLLM then needs ``vllm-bnb-plugin``.
+
+    Found in unsloth_zoo 2026.10.9 (``load_vllm`` raises without it) and in the vLLM 0.31.0 wheel (no
+    bitsandbytes module). Checked before loading, because a failed load under Standby costs a restart.
+    """
+    if not profile.load_in_4bit or vllm_version is None or _version_tuple(vllm_version) < (0, 28, 0):
+        return []
+    if plugin_installed:
+        return []
+    return [
+        f"load_in_4bit=True con vLLM {vllm_version} necesita el paquete vllm-bnb-plugin (vLLM 0.28 sacó "
+        "bitsandbytes de su código). Instálalo con `pip install vllm-bnb-plugin` o pon load_in_4bit=False "
+        "(bf16: más memoria; mira `python -m labs vram --path unsloth --set load_in_4bit=false`)."
+    ]
+
+
+def check_unsloth_path(profile: Profile) -> None:
+    """What the GPU path needs beyond L7.1's checks; raise ``PreflightError`` before anything loads."""
+    problems = check_4bit_vllm_plugin(profile, package_version("vllm"),
+                                      importlib.util.find_spec("vllm_bnb_plugin") is not None)
+    if profile.format_pass:
+        problems.append(
+            "format_pass=True no está disponible en la ruta Unsloth de L7.2: el pase de formato entrena con TRL "
+            "sin parchear y tendría que ir antes de importar unsloth. Ponlo a False (el perfil rtx5090 ya lo "
+            "tiene así)."
+        )
+    if problems:
+        raise preflight.PreflightError(problems)
+
+
+# --------------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------------
+
+
+def _run_unsloth(profile: Profile, reward_funcs, run: RunFolder, backend: Backend) -> Path:
+    """GPU: Unsloth + vLLM Standby. The notebook runs the same steps cell by cell."""
+    check_unsloth_path(profile)
+    enable_standby_and_import_unsloth()
+    import torch
+    from unsloth import FastLanguageModel
+
+    with ResourceMonitor(gpu="torch") as monitor:
+        total_gib = torch.cuda.mem_get_info()[1] / 2**30
+        fraction = expected_gpu_fraction(profile, total_gib, package_version("vllm") or "0")
+        print(f"[vllm] {fraction.describe_es()}")
+        with standby_load_guard(profile):
+            model, tokenizer = FastLanguageModel.from_pretrained(**from_pretrained_kwargs(profile))
+        engine = getattr(model, "vllm_engine", None)
+        if engine is None:
+            raise UnslothLoadFailed(
+                "Unsloth cargó el modelo sin vLLM (desactiva fast_inference sin error si falta vLLM o la GPU es "
+                "antigua; mira sus mensajes arriba). Sin vLLM no hay Standby ni load_lora: arregla el entorno "
+                "(`python -m labs doctor`). No hace falta reiniciar: vLLM no llegó a cargarse."
+            )
+        fraction = fraction.with_engine_value(engine_memory_fraction(engine))
+        print(f"[vllm] {fraction.describe_es()}")
+        model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(profile))
+        splits = course_data.course_splits(profile, tokenizer)
+        base_label = f"{Path(profile.unsloth_model).name} ({'4 bits' if profile.load_in_4bit else 'bf16'})"
+        record_run(run, profile, reward_funcs, profile.unsloth_model, base_label, backend, fraction)
+        trainer = recipe.make_trainer(profile, run, model, reward_funcs, course_data.to_dataset(splits["train"]),
+                                      processing_class=tokenizer)
+        base = evaluate_unsloth(splits["eval"], model, tokenizer, run, "base", profile.eval_max_new_tokens)
+        recipe.train(trainer, profile, run)
+        adapter_dir = save_adapter(model, tokenizer, run)
+        lora_request = model.load_lora(str(adapter_dir))
+        trained = evaluate_unsloth(splits["eval"], model, tokenizer, run, "trained", profile.eval_max_new_tokens,
+                                   lora_request=lora_request, adapter_dir=adapter_dir)
+        evaluation.summarize(run, base, trained, base_label)
+        finish_resources(run, monitor, backend)
+    l71.finish(run, profile, trainer.state.global_step)
+    return run.root

@@ -1,0 +1,118 @@
+"""vLLM Standby in L7.2: its environment variables, the import order it needs, and the load guard.
+
+Standby (``UNSLOTH_VLLM_STANDBY=1``) is switched on by an environment variable that Unsloth reads when it
+is imported. Two things here are fixed for the life of a process, so only a fresh process (a kernel
+restart) repairs them: the import order (:func:`enable_standby_and_import_unsloth`) and a failed load of
+vLLM under Standby (:func:`standby_load_guard`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from labs.core.profiles import Profile
+
+STANDBY_ENV = "UNSLOTH_VLLM_STANDBY"
+UTIL_OVERRIDE_ENV = "UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE"
+# Unsloth patches these when it is imported; a copy imported earlier keeps the unpatched code
+# (unsloth/_gpu_init.py names the same three in its own warning).
+ORDER_SENSITIVE_MODULES = ("trl", "transformers", "peft")
+
+
+class ImportOrderError(RuntimeError):
+    """trl, transformers or peft were imported before unsloth; only a fresh process fixes that."""
+
+
+class UnslothLoadFailed(RuntimeError):
+    """Loading the model (and vLLM) with Unsloth failed; the message says whether to restart."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Import order
+# --------------------------------------------------------------------------------------------------
+
+
+def enable_standby_and_import_unsloth(modules: dict | None = None, environ=None):
+    """Set ``UNSLOTH_VLLM_STANDBY=1``, then import unsloth, refusing if the order is already wrong.
+
+    Two orders matter, and both are fixed once a module is imported, so only a fresh process (a kernel
+    restart) repairs them:
+
+    1. The variable before ``import unsloth``. ``unsloth_zoo`` reads it *at import time*: without it
+       it sets ``PYTORCH_ALLOC_CONF=expandable_segments:True``, which vLLM's sleep-mode allocator (what
+       Standby is built on) cannot work with; with it, it strips that setting and prepares vLLM's sleep
+       mode. Setting it after the import leaves the wrong allocator configuration in place.
+    2. unsloth before trl, transformers and peft. Importing unsloth patches their classes (the
+       ``GRPOTrainer`` that TRL exports becomes Unsloth's, with the shared vLLM engine, Standby's
+       sleep/wake around generation and the chunked loss). A module imported earlier, and any name
+       bound from it (``from trl import GRPOTrainer``), keeps the unpatched code: training would run
+       without those memory savings, or fail. Unsloth itself only warns; this guard stops instead,
+       because a lab that silently runs the slower path teaches the wrong thing.
+
+    ``modules`` and ``environ`` default to ``sys.modules`` and ``os.environ`` (the tests pass their own
+    only for the pure checks). Returns the imported ``unsloth`` module.
+    """
+    modules = sys.modules if modules is None else modules
+    environ = os.environ if environ is None else environ
+    if "unsloth" in modules:
+        if environ.get(STANDBY_ENV, "0") == "0":
+            raise ImportOrderError(
+                "unsloth ya está importado en este proceso sin UNSLOTH_VLLM_STANDBY=1, y Standby solo se "
+                "activa si la variable existe ANTES de importar unsloth. Reinicia el kernel (o el proceso) "
+                "y ejecuta primero la celda que activa Standby."
+            )
+        return modules["unsloth"]
+    early = [name for name in ORDER_SENSITIVE_MODULES if name in modules]
+    if early:
+        raise ImportOrderError(
+            f"Ya se importó {', '.join(early)} antes que unsloth. Unsloth parchea esos módulos al "
+            "importarse; lo que se importó antes se queda sin parchear (sin el motor vLLM compartido, sin "
+            "Standby, sin su pérdida por trozos) y no hay forma de arreglarlo dentro de este proceso. "
+            "Reinicia el kernel y ejecuta esta celda antes que cualquier import de trl, transformers o peft."
+        )
+    environ[STANDBY_ENV] = "1"
+    import unsloth  # noqa: PLC0415 - the whole point is *when* this runs
+
+    return unsloth
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading under Standby: a failure means a restart
+# --------------------------------------------------------------------------------------------------
+
+# Also reachable (read and set) as labs.l72._FAILED_STANDBY_LOAD: see _Package in labs/l72/__init__.py.
+_FAILED_STANDBY_LOAD: str | None = None
+
+RESTART_ES = (
+    "Reinicia el kernel (o vuelve a lanzar el proceso) antes de intentarlo otra vez: con Standby, vLLM "
+    "reserva la memoria con un asignador (CuMemAllocator) que solo puede existir una vez por proceso, y "
+    "un segundo intento en el mismo proceso se apila sobre los restos del fallido y vuelve a fallar."
+)
+
+
+@contextlib.contextmanager
+def standby_load_guard(profile: Profile):
+    """Wrap ``FastLanguageModel.from_pretrained``: a failure becomes a Spanish "restart the kernel"."""
+    global _FAILED_STANDBY_LOAD
+    if _FAILED_STANDBY_LOAD is not None:
+        raise UnslothLoadFailed(
+            f"En este proceso ya falló una carga de vLLM con Standby ({_FAILED_STANDBY_LOAD}). {RESTART_ES}"
+        )
+    try:
+        yield
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        _FAILED_STANDBY_LOAD = f"{type(exc).__name__}: {str(exc)[:300]}"
+        oom = "memory" in str(exc).lower() or isinstance(exc, MemoryError)
+        hint = ""
+        if oom:
+            hint = (
+                " Para caber: baja max_seq_length (ahora "
+                f"{profile.max_seq_length}) o, si de verdad quieres otra fracción, {UTIL_OVERRIDE_ENV}=1 "
+                "con una gpu_memory_utilization menor. Mira antes `python -m labs vram --path unsloth`."
+            )
+        raise UnslothLoadFailed(f"La carga del modelo con vLLM (Standby) falló: {type(exc).__name__}: "
+                                f"{str(exc)[:500]}.{hint} {RESTART_ES}") from exc

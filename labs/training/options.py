@@ -1,0 +1,29 @@
+"""The options every lab's command line shares: profile, run folder, fresh start, ``--set`` overrides.
+
+``python -m labs l71``, ``l72`` and ``sweep`` read the same flags, so a student learns them once.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from labs.core.profiles import Profile, parse_override
+from labs.training import preflight
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every lab's command line shares: profile, run folder, fresh start, overrides."""
+    parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
+    parser.add_argument("--run-name", help="nombre de la carpeta del run (mismo nombre = continuar)")
+    parser.add_argument("--fresh", action="store_true", help="empezar un run nuevo en otra carpeta")
+    parser.add_argument("--set", action="append", default=[], metavar="clave=valor", help="cambiar un ajuste del perfil")
+
+
+def overrides_from_cli(items, profile: Profile) -> dict:
+    """``--set key=value`` items as typed profile overrides; a keyword TRL removed is refused first."""
+    overrides = {}
+    for item in items:
+        preflight.refuse_removed_keywords([item.split("=", 1)[0].strip()])
+        key, value = parse_override(item, profile)
+        overrides[key] = value
+    return overrides

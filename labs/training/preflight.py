@@ -1,0 +1,150 @@
+"""Pre-flight checks: catch a bad configuration before any model is loaded.
+
+Each check returns Spanish problems that say what is wrong and what to change; ``preflight`` raises
+one ``PreflightError`` listing all of them, so a student fixes everything in one go instead of
+waiting minutes for a model to load and then reading a stack trace.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+from labs.core.paths import GSM8K_DIR
+from labs.core.profiles import BUNDLED_MODEL, Profile
+
+# Keywords TRL passes to every reward function besides the data-set columns.
+TRL_REWARD_KWARGS = {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"}
+# Lowest sampling temperature at which the completions of one prompt still differ often enough to
+# give GRPO a within-group signal; below it most groups are identical and every advantage is 0.
+MIN_TEMPERATURE = 0.3
+REMOVED_KEYWORDS = {
+    "max_prompt_length": (
+        "`max_prompt_length` ya no existe en TRL (se quitó en 0.28) y GRPOConfig lanza TypeError. "
+        "TRL ya no recorta prompts: usa el ajuste del perfil `max_prompt_tokens`, que descarta los "
+        "prompts demasiado largos al preparar los datos."
+    ),
+}
+
+
+class PreflightError(ValueError):
+    """The configuration cannot work; the message lists every problem and its fix."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"La configuración no puede funcionar ({len(problems)} problema(s)):\n{lines}")
+
+
+def check_batch(profile: Profile) -> list[str]:
+    problems = []
+    if profile.num_generations < 2:
+        problems.append(
+            f"num_generations={profile.num_generations}: GRPO compara respuestas dentro de un grupo y "
+            "necesita al menos 2 (con 1 la desviación típica no existe y la ventaja es siempre 0). Usa 4 a 16."
+        )
+    elif profile.generation_batch_size % profile.num_generations:
+        g = profile.num_generations
+        problems.append(
+            f"per_device_train_batch_size x gradient_accumulation_steps = "
+            f"{profile.per_device_train_batch_size} x {profile.gradient_accumulation_steps} = "
+            f"{profile.generation_batch_size} completions por paso, que no es múltiplo de "
+            f"num_generations={g}: cada grupo debe entrar entero. Pon per_device_train_batch_size a un "
+            f"múltiplo de {g} (por ejemplo {g} o {2 * g})."
+        )
+    return problems
+
+
+def check_sampling(profile: Profile) -> list[str]:
+    if profile.temperature < MIN_TEMPERATURE:
+        return [
+            f"temperature={profile.temperature}: con una temperatura tan baja las {profile.num_generations} "
+            "respuestas de un grupo salen casi iguales, todas reciben la misma recompensa y la ventaja es 0 "
+            f"(no se aprende nada). Usa al menos {MIN_TEMPERATURE}; lo habitual en GRPO es 0.7 a 1.0."
+        ]
+    return []
+
+
+def check_vllm(profile: Profile) -> list[str]:
+    if not profile.use_vllm:
+        return []
+    problems = []
+    fraction = profile.vllm_gpu_memory_utilization
+    if not 0.0 < fraction < 1.0:
+        problems.append(
+            f"vllm_gpu_memory_utilization={fraction}: es la fracción de la memoria (de la GPU, o de la "
+            "RAM con vLLM en CPU) que se reserva para vLLM y debe estar entre 0 y 1. En modo colocate el "
+            "entrenamiento necesita el resto: empieza por 0.3."
+        )
+    if profile.vllm_mode not in {"colocate", "server"}:
+        problems.append(f"vllm_mode='{profile.vllm_mode}': los modos válidos son 'colocate' y 'server'.")
+    return problems
+
+
+def check_paths(profile: Profile) -> list[str]:
+    problems = []
+    name = profile.model
+    looks_local = name.startswith((".", "/", "~"))
+    if name != BUNDLED_MODEL and looks_local and not os.path.isdir(os.path.expanduser(name)):
+        problems.append(f"El modelo '{name}' parece una ruta local pero esa carpeta no existe. Corrige la ruta.")
+    if profile.data_source not in {"bundled", "hub"}:
+        problems.append(f"data_source='{profile.data_source}': usa 'bundled' (data/gsm8k) o 'hub'.")
+    for split in ("train", "test"):
+        if not (GSM8K_DIR / f"{split}.jsonl").exists():
+            problems.append(
+                f"Falta {GSM8K_DIR / f'{split}.jsonl'}: la copia de GSM8K viene con el repositorio; "
+                "restaura la carpeta data/gsm8k (git checkout -- data)."
+            )
+    return problems
+
+
+def check_reward_functions(reward_funcs, columns) -> list[str]:
+    """Every named parameter of a reward function must be a TRL keyword or a data-set column."""
+    problems = []
+    columns = set(columns)
+    for func in reward_funcs:
+        name = getattr(func, "__name__", repr(func))
+        try:
+            params = inspect.signature(func).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            problems.append(
+                f"La función de recompensa {name} no acepta **kwargs: TRL le pasa también prompts, "
+                "completion_ids, trainer_state y todas las columnas del dataset. Añade **kwargs a su firma."
+            )
+        for p in params:
+            if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.name in TRL_REWARD_KWARGS:
+                continue
+            if p.name not in columns and p.default is p.empty:
+                problems.append(
+                    f"La función de recompensa {name} pide el parámetro '{p.name}', pero el dataset no "
+                    f"tiene esa columna (columnas: {', '.join(sorted(columns))}). TRL pasa cada columna "
+                    "con su nombre exacto: renombra el parámetro o añade la columna."
+                )
+    return problems
+
+
+def check_config_keywords(keywords) -> list[str]:
+    return [REMOVED_KEYWORDS[k] for k in keywords if k in REMOVED_KEYWORDS]
+
+
+def refuse_removed_keywords(keywords) -> None:
+    """Raise ``PreflightError`` if any of ``keywords`` is a GRPOConfig argument TRL removed."""
+    problems = check_config_keywords(keywords)
+    if problems:
+        raise PreflightError(problems)
+
+
+def preflight(profile: Profile, reward_funcs=(), columns=(), keywords=()) -> None:
+    """Run every check; raise ``PreflightError`` listing all problems found."""
+    problems = (
+        check_config_keywords(keywords)
+        + check_batch(profile)
+        + check_sampling(profile)
+        + check_vllm(profile)
+        + check_paths(profile)
+        + (check_reward_functions(reward_funcs, columns) if reward_funcs else [])
+    )
+    if problems:
+        raise PreflightError(problems)

@@ -1,0 +1,325 @@
+"""The GRPO recipe shared by every lab: config from a profile, trainer, callbacks, resume, failure.
+
+``grpo_config_kwargs`` is the single place where a profile becomes ``GRPOConfig`` keywords; the
+drift guard (tests/test_api_drift.py) checks them against both TRL releases the course supports.
+``train`` runs the trainer inside a run folder (labs.core.runfolder): it appends every logged step to
+``metrics.jsonl``, keeps ``status.json`` current, resumes from the newest checkpoint, and turns a
+crash into a status record plus a Spanish message that says what to change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+from labs.core.profiles import Profile
+from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
+
+
+def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
+    """Every keyword the course passes to ``trl.GRPOConfig`` for this profile."""
+    kwargs = dict(
+        output_dir=str(output_dir),
+        # GRPO
+        num_generations=profile.num_generations,
+        max_completion_length=profile.max_completion_length,
+        per_device_train_batch_size=profile.per_device_train_batch_size,
+        gradient_accumulation_steps=profile.gradient_accumulation_steps,
+        learning_rate=profile.learning_rate,
+        beta=profile.beta,  # explicit: TRL's default is 0.0, which drops the KL term entirely
+        loss_type=profile.loss_type,
+        temperature=profile.temperature,
+        max_steps=profile.max_steps,
+        seed=profile.seed,
+        # precision and device
+        use_cpu=profile.use_cpu,
+        bf16=profile.bf16,
+        gradient_checkpointing=profile.gradient_checkpointing,
+        # logging and checkpoints
+        logging_steps=profile.logging_steps,
+        save_strategy="steps",
+        save_steps=profile.save_steps,
+        save_total_limit=profile.save_total_limit,
+        report_to=list(profile.report_to),
+        log_completions=True,  # completions/completions_<step>.parquet: what the model wrote
+        num_completions_to_print=0,
+        # keep the `answer` column: correctness_reward reads it (this is TRL's default too)
+        remove_unused_columns=False,
+        # generation
+        use_vllm=profile.use_vllm,
+    )
+    if profile.bf16:
+        # A model passed by name loads in float32 unless told otherwise: twice the memory.
+        kwargs["model_init_kwargs"] = {"dtype": "bfloat16"}
+    if profile.use_vllm:
+        kwargs.update(
+            vllm_mode=profile.vllm_mode,
+            vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization,
+            # Size vLLM's KV cache for prompt + completion, not the model's whole context.
+            vllm_max_model_length=profile.vllm_max_model_length,
+        )
+    return kwargs
+
+
+def lora_config(profile: Profile):
+    """The LoRA adapter for profiles with ``use_lora`` (same rank, alpha and targets as L7.2)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=profile.lora_r,
+        lora_alpha=profile.lora_alpha,
+        target_modules=list(profile.lora_targets),
+        task_type="CAUSAL_LM",
+    )
+
+
+def build_grpo_config(profile: Profile, output_dir: str):
+    from trl import GRPOConfig
+
+    return GRPOConfig(**grpo_config_kwargs(profile, output_dir))
+
+
+class RunFailed(RuntimeError):
+    """A training run stopped; ``status.json`` holds the same reason. The message is for students."""
+
+
+@dataclass
+class Failure:
+    kind: str  # "oom" | "nan" | "disk" | "interrupted" | "error"
+    message_es: str
+
+
+def classify_failure(exc: BaseException, profile: Profile) -> Failure:
+    """Turn an exception into a kind and a Spanish message that says what to change."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, KeyboardInterrupt):
+        return Failure(
+            "interrupted",
+            "Entrenamiento interrumpido a mano. Vuelve a lanzar el mismo comando: continuará desde el "
+            "último checkpoint guardado.",
+        )
+    if isinstance(exc, NonFiniteLoss):
+        return Failure(
+            "nan",
+            f"La pérdida o la norma del gradiente dejó de ser un número finito ({exc}). Suele ser un "
+            f"learning rate demasiado alto para RL (ahora {profile.learning_rate:g}; prueba 1e-6) o una "
+            "beta demasiado baja. Cambia el ajuste y empieza un run nuevo (--fresh).",
+        )
+    if disk_full(exc):
+        return Failure(
+            "disk",
+            "El disco se llenó mientras entrenaba (No space left on device). Libera espacio (`df -h` dice "
+            "cuánto queda): borra runs que ya no necesites en runs/ o la caché de compilación de torch en "
+            "/tmp/torchinductor_*. Cada checkpoint guarda el modelo y el estado del optimizador; para que "
+            f"ocupen menos, baja save_total_limit (ahora {profile.save_total_limit}). Después relanza el "
+            "mismo comando: un checkpoint a medio escribir no se usa, continúa desde el último completo.",
+        )
+    oom = "out of memory" in text.lower() or type(exc).__name__ in {"OutOfMemoryError", "MemoryError"}
+    if oom:
+        return Failure(
+            "oom",
+            "Memoria agotada (OOM). Prueba, en este orden: bajar per_device_train_batch_size "
+            f"(ahora {profile.per_device_train_batch_size}) manteniendo la divisibilidad por "
+            f"num_generations ({profile.num_generations}); bajar max_completion_length "
+            f"(ahora {profile.max_completion_length}); bajar vllm_gpu_memory_utilization "
+            f"(ahora {profile.vllm_gpu_memory_utilization}); activar gradient_checkpointing. "
+            "Con `python -m labs vram` ves el plan de memoria antes de cargar nada. "
+            "Reinicia el kernel antes de volver a cargar vLLM.",
+        )
+    return Failure(
+        "error",
+        f"El entrenamiento falló con {type(exc).__name__}: {exc}. El registro completo está en "
+        "status.json (campo 'traceback').",
+    )
+
+
+# How a full disk shows up: an OSError with ENOSPC, or only its text when a library re-raised it
+# (torch.compile's C++ build, torch.save's "unexpected pos" when the zip writer could not write).
+DISK_FULL_PHRASES = ("no space left on device", "unexpected pos", "pytorchstreamwriter failed writing")
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True if ``exc`` or an exception it was raised from says the disk is full."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        if any(phrase in str(exc).lower() for phrase in DISK_FULL_PHRASES):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+def _callbacks(run: RunFolder, max_steps: int, timer: dict):
+    from transformers import TrainerCallback
+
+    class RunFolderCallback(TrainerCallback):
+        """Append each training log to metrics.jsonl and keep status.json at the step reached."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
+                return
+            record = {"step": int(state.global_step), **{k: _plain(v) for k, v in logs.items()}}
+            if timer.get("generation_seconds") is not None:
+                record["course/generation_seconds"] = round(timer["generation_seconds"], 4)
+                timer["generation_seconds"] = 0.0
+            from labs.core.runfolder import append_jsonl
+
+            append_jsonl(run.metrics_path, record)
+            run.write_status(STATE_RUNNING, state.global_step, max_steps)
+            for key in ("loss", "grad_norm"):
+                value = logs.get(key)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise NonFiniteLoss(f"{key}={value} en el paso {state.global_step}")
+
+    return [RunFolderCallback()]
+
+
+def _plain(value):
+    try:
+        return float(value) if not isinstance(value, (str, bool, int)) else value
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _time_generation(trainer, timer: dict) -> None:
+    """Wrap the trainer's generation call to log how much of each step is generation."""
+    original = trainer._generate
+    timer["generation_seconds"] = 0.0
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            timer["generation_seconds"] += time.perf_counter() - start
+
+    trainer._generate = timed
+
+
+def trim_metrics_after(run: RunFolder, step: int) -> int:
+    """Drop logged steps newer than the checkpoint we resume from: they will be logged again."""
+    if not run.metrics_path.exists():
+        return 0
+    rows = read_jsonl(run.metrics_path)
+    kept = [r for r in rows if int(r.get("step", 0)) <= step]
+    write_jsonl(run.metrics_path, kept)
+    return len(rows) - len(kept)
+
+
+def checkpoint_step(checkpoint) -> int:
+    return int(str(checkpoint).rsplit("-", 1)[1])
+
+
+def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_dataset, **extra):
+    """A GRPOTrainer writing into ``run``; ``model`` is a path/id or a (PEFT) model object."""
+    from trl import GRPOTrainer
+
+    if profile.use_vllm:
+        from labs.training import vllm_cpu_shim
+
+        vllm_cpu_shim.apply()  # no-op unless vLLM runs on its CPU back-end
+    if "wandb" in profile.report_to:
+        # Offline unless the student chose otherwise: no account needed, `wandb sync` uploads later.
+        os.environ.setdefault("WANDB_MODE", "offline")
+        os.environ.setdefault("WANDB_DIR", str(run.root))
+        os.environ.setdefault("WANDB_PROJECT", "grpo-course")
+        os.environ.setdefault("WANDB_NAME", run.root.name)
+    args = build_grpo_config(profile, str(run.checkpoints))
+    if profile.use_lora and "peft_config" not in extra and isinstance(model, str):
+        extra["peft_config"] = lora_config(profile)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **extra
+    )
+    timer: dict = {}
+    _time_generation(trainer, timer)
+    for callback in _callbacks(run, profile.max_steps, timer):
+        trainer.add_callback(callback)
+    return trainer
+
+
+@contextlib.contextmanager
+def stop_signals_raise_keyboard_interrupt():
+    """Ctrl+C (SIGINT) and ``kill`` (SIGTERM) stop training through our failure path.
+
+    vLLM's engine installs its own SIGINT/SIGTERM handlers in this process, which swallow Ctrl+C; a
+    run stopped by hand would then die without saying why. During ``trainer.train()`` both signals
+    raise KeyboardInterrupt, which ``train`` records as "interrupted" before re-raising.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"señal {signal.Signals(signum).name}")
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def train(trainer, profile: Profile, run: RunFolder) -> None:
+    """Train (resuming from the newest checkpoint if any); record success or the reason for failure."""
+    checkpoint = run.last_checkpoint()
+    if checkpoint is not None:
+        dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
+        print(f"[run] Continúo desde {checkpoint.name} ({dropped} pasos registrados después se repetirán).")
+    run.write_status(STATE_RUNNING, checkpoint_step(checkpoint) if checkpoint else 0, profile.max_steps)
+    try:
+        with stop_signals_raise_keyboard_interrupt():
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    except BaseException as exc:
+        failure = classify_failure(exc, profile)
+        run.write_status(
+            STATE_FAILED,
+            trainer.state.global_step,
+            profile.max_steps,
+            kind=failure.kind,
+            message_es=failure.message_es,
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+            traceback=traceback.format_exc()[-8000:],
+        )
+        raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
+    # "finished" is written by the lab once evaluation and report are done too.
+    run.write_status(STATE_RUNNING, trainer.state.global_step, profile.max_steps, phase="trained")
+
+
+# Why each non-obvious GRPOConfig keyword has the value it has (shown as a table in the L7.1 notebook).
+KNOBS_ES = {
+    "num_generations": "G de GRPO: respuestas por prompt. La media del grupo es la baseline (L6); más G, mejor estimación y más cómputo.",
+    "per_device_train_batch_size": "Cuenta completions, no prompts (TRL 1.x). Con gradient_accumulation_steps da las completions de cada paso.",
+    "gradient_accumulation_steps": "Micro-lotes acumulados por paso de optimizador; generation_batch_size = batch x acumulación.",
+    "max_completion_length": "Tokens máximos de cada respuesta. Si muchas llegan al tope (completions/clipped_ratio), el modelo no termina de razonar.",
+    "learning_rate": "RL es frágil: ~1e-6 en el modelo grande. El LR de SFT (2e-4) colapsa la política.",
+    "beta": "Peso de la KL hacia el modelo de referencia. TRL usa 0.0 por defecto (sin KL ni modelo de referencia); el curso fija 0.04.",
+    "loss_type": "'dapo' (por defecto en TRL): normaliza por tokens del lote, no por la longitud de cada respuesta como el objetivo original de L6.",
+    "temperature": "Muestreo de las G respuestas: sin diversidad dentro del grupo no hay ventaja que aprender.",
+    "use_vllm": "vLLM genera los rollouts (mucho más rápido que generate de transformers).",
+    "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento.",
+    "vllm_gpu_memory_utilization": "Fracción de memoria reservada para vLLM (pesos + caché KV); el resto queda para entrenar. OOM: bájala.",
+    "vllm_max_model_length": "Prompt + respuesta: dimensiona la caché KV para lo que GRPO genera, no para todo el contexto del modelo.",
+    "log_completions": "Guarda lo que escribió el modelo en cada paso (parquet) para leerlo después.",
+    "remove_unused_columns": "False: mantiene la columna 'answer', que correctness_reward necesita.",
+    "use_cpu": "Solo en los perfiles de CPU: sin GPU, GRPOConfig() falla si no se pide CPU y bf16=False.",
+    "bf16": "En GPU, pesos y activaciones en bfloat16; en CPU, float32.",
+    "model_init_kwargs": "Carga el modelo en bfloat16: pasado por nombre, TRL lo cargaría en float32 (el doble de memoria).",
+    "gradient_checkpointing": "Recalcula activaciones en el backward: menos memoria, algo más de tiempo (en CPU solo cuesta tiempo).",
+    "save_steps": "Cada cuántos pasos se guarda un checkpoint; relanzar el mismo comando continúa desde el último.",
+}
