@@ -140,6 +140,7 @@ class Lab:
     def run_all(self) -> Path:
         if self.finished:
             print(f"[run] {self.run.root} ya terminó; para empezar otro usa --fresh (o fresh=True).")
+            write_missing_report(self.run)
             return self.run.root
         self.load_data()
         self.format_pass()
@@ -188,15 +189,35 @@ def sync_engine(trainer, profile: Profile):
     return None
 
 
-def finish(run: RunFolder, profile: Profile, step: int) -> None:
-    """Curves, the what-to-watch findings and the grading report, then mark the run finished."""
+def write_missing_report(run: RunFolder) -> None:
+    """A finished run whose report is missing (a crash after it was marked finished) gets it now."""
     from labs.training import curves
 
+    if not (run.root / curves.GRADING_DIR / "informe.md").exists():
+        print(f"[run] Informe de evaluación C2b (faltaba): {curves.grade(run)}")
+
+
+def finish(run: RunFolder, profile: Profile, step: int) -> None:
+    """Mark the run finished, then draw its curves, print what to watch and write its grading report.
+
+    The state comes first so that the report grades the finished run (criterion 1 reads status.json).
+    Training, evaluation and the final weights are done by now, so a crash in what follows leaves a
+    finished run whose report ``python -m labs grade`` can write again, never a run stuck "running".
+    """
+    from labs.training import curves
+
+    run.write_status(STATE_FINISHED, step, profile.max_steps)
     curves.draw(run)
     for line in curves.what_to_watch_lines(run):
         print(f"[qué observar] {line}")
-    report = curves.grade(run)
-    run.write_status(STATE_FINISHED, step, profile.max_steps)
+    try:
+        report = curves.grade(run)
+    except Exception as exc:  # the run is finished and complete: only its report is missing
+        report = None
+        print(
+            f"[run] AVISO: no se pudo escribir el informe C2b ({type(exc).__name__}: {exc}). El run está terminado; "
+            f"para escribirlo: python -m labs grade {run.root} --out {run.root / curves.GRADING_DIR}"
+        )
     if not profile.keep_checkpoints:
         freed = run.remove_checkpoints()
         if freed:
@@ -204,4 +225,6 @@ def finish(run: RunFolder, profile: Profile, step: int) -> None:
                 f"[run] Checkpoints borrados ({freed / 1e9:.1f} GB): el run terminó y model/ tiene los pesos "
                 "finales. Para conservarlos, --set keep_checkpoints=true."
             )
-    print(f"[run] Terminado. Carpeta del run: {run.root}\n[run] Informe de evaluación C2b: {report}")
+    print(f"[run] Terminado. Carpeta del run: {run.root}")
+    if report is not None:
+        print(f"[run] Informe de evaluación C2b: {report}")
