@@ -6,7 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 from labs.training import data as course_data
-from labs.training import evaluation, format_pass, models, preflight, recipe
+from labs.training import console, evaluation, format_pass, models, preflight, recipe
 from labs.core import resources, runinfo
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
@@ -69,6 +69,7 @@ class Lab:
 
     def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides):
         preflight.refuse_removed_keywords(overrides)
+        console.quiet_third_party()  # once, before TRL and vLLM are imported
         profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.profile = profile.replace(**overrides) if overrides else profile
         self.lab = lab

@@ -84,6 +84,8 @@ def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) ->
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from labs.training import console
+
     with staged_folder(target) as staging:
         start = time.perf_counter()
         print(
@@ -106,6 +108,8 @@ def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) ->
             seed=profile.seed,
         )
         trainer = SFTTrainer(model=base_model, args=config, train_dataset=Dataset.from_list(sft_rows(rows)))
+        steps = -(-len(rows) // config.per_device_train_batch_size) * profile.format_pass_epochs
+        console.use_step_lines(trainer, steps, line=console.format_pass_line)
         result = trainer.train()
         trainer.save_model(str(staging))
         trainer.processing_class.save_pretrained(str(staging))

