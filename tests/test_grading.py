@@ -514,3 +514,24 @@ def test_reward_functions_read_from_every_run_json_shape(run_json, expected):
     from labs.grading.inputs import reward_functions
 
     assert reward_functions(run_json) == expected
+
+
+def test_the_self_check_grades_the_main_run_by_the_graders_rule_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    main = make_run(tmp_path, "l71-rtx5090", metrics=history(30), max_steps=30)
+    e2_run(tmp_path, "e2-rtx5090-solo-formato")  # newer, no correctness reward
+    make_run(tmp_path, "e3-rtx5090-beta0", metrics=history(20), max_steps=20)  # newer, fewer steps
+    make_run(tmp_path, "l71-rtx5090-20260101", metrics=history(40), max_steps=60, state=rf.STATE_RUNNING, step=40)
+    said = []
+    assert selfcheck.find_or_make_run(echo=said.append) == main
+    why = said[0]
+    assert why.startswith("Evalúo l71-rtx5090: es la que el evaluador tomaría como principal entre 3 ejecuciones terminadas")
+    assert "e2-rtx5090-solo-formato (no tiene recompensa de corrección)" in why
+    assert "e3-rtx5090-beta0 (pide 20 pasos frente a 30)" in why
+    assert "Sin terminar (no se evalúan): l71-rtx5090-20260101" in why
+    # the grader, given the same folders as a submission, takes the same main run
+    assert grade_submission(tmp_path).data.root == main
+    only = tmp_path / "one"
+    make_run(only, "solo", metrics=history(12), max_steps=12)
+    path, why = selfcheck.choose_run(only)
+    assert path == only / "solo" and "entre 1 ejecución terminada de" in why

@@ -24,7 +24,7 @@ from .cli import grade_class, grade_one, main
 from .criteria import CUMPLE, MANUAL, NO_CUMPLE, NO_SE_PUEDE, Criterion
 from .grade import RunGrade, grade_run, grade_submission
 from .report import write_report
-from .selfcheck import find_or_make_run, newest_finished_run, self_check, show_report
+from .selfcheck import choose_run, find_or_make_run, newest_finished_run, self_check, show_report
 
 __all__ = [
     "CUMPLE",
@@ -33,6 +33,7 @@ __all__ = [
     "NO_SE_PUEDE",
     "Criterion",
     "RunGrade",
+    "choose_run",
     "find_or_make_run",
     "grade_class",
     "grade_one",

@@ -9,7 +9,10 @@ from pathlib import Path
 from labs.core import runfolder as rf
 from labs.core.paths import runs_dir
 
-from .grade import RunGrade, grade_run
+from labs.core.spanish import plural
+
+from .grade import RunGrade, _main_run_key, grade_run
+from .inputs import load_run
 from .report import write_report
 
 SELFCHECK_DIR = "_c2b_autoevaluacion"  # under runs_dir(); its name starts with "_" so it is never a run
@@ -31,18 +34,72 @@ def newest_finished_run(root: Path | None = None) -> Path | None:
     return max(finished)[2] if finished else None
 
 
-def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = None) -> Path:
-    """The run folder to grade: ``run_dir`` if given, else the newest finished run, else a new L7.1 run.
+def _run_folders(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(
+        child for child in root.iterdir()
+        if not child.name.startswith(("_", ".")) and not child.is_symlink() and child.is_dir()
+        and ((child / rf.RUN_JSON).exists() or (child / rf.STATUS_JSON).exists())
+    )
 
-    The last step calls ``labs.l71.run_lab(profile=profile)``, which trains with the L7.1 recipe and returns
-    the run folder (minutes on the ``ci``/``cpu`` profiles, hours on ``rtx5090``).
+
+def _loses_on(winner: tuple, other: tuple) -> str:
+    """Why the grader's rule put ``other`` below ``winner`` (keys from grade._main_run_key), in Spanish."""
+    if winner[0] != other[0]:
+        return "no tiene recompensa de corrección"
+    if winner[1] != other[1]:
+        return "no ha terminado"
+    if winner[2] != other[2]:
+        return f"pide {plural(other[2], 'paso')} frente a {winner[2]}"
+    return "es más antigua"
+
+
+def choose_run(root: Path | None = None) -> tuple[Path | None, str]:
+    """The run the instructor's grader would take as the main one among the run folders under ``root``.
+
+    The rule is the grader's own (``grade_submission``): a run with a correctness reward first, then a
+    finished one, then the one with most steps, then the newest. Only finished runs are candidates here
+    (an unfinished one is finished in the terminal first). Returns (run folder or None, why, in Spanish).
+    """
+    root = Path(root) if root is not None else runs_dir()
+    folders = _run_folders(root)
+    finished = [f for f in folders if rf.RunFolder(f).is_finished()]
+    unfinished = [f.name for f in folders if f not in finished]
+    pending = (
+        f" Sin terminar (no se evalúan): {', '.join(unfinished)}; termínalas en una terminal con el mismo comando que las empezó."
+        if unfinished else ""
+    )
+    if not finished:
+        return None, f"No hay ninguna ejecución terminada en {root}.{pending}"
+    keyed = sorted(((_main_run_key(load_run(f)), f) for f in finished), key=lambda kf: kf[0])
+    best_key, best = keyed[-1]
+    rule = (
+        "la regla del evaluador: primero las que tienen recompensa de corrección, después las terminadas, después "
+        "las de más pasos y, a igualdad, la más reciente"
+    )
+    why = f"Evalúo {best.name}: es la que el evaluador tomaría como principal entre {plural(len(finished), 'ejecución terminada', 'ejecuciones terminadas')} de {root} ({rule})."
+    others = [f"{f.name} ({_loses_on(best_key, k)})" for k, f in reversed(keyed[:-1])]
+    if others:
+        why += " Quedan como posibles comparaciones: " + "; ".join(others) + "."
+    return best, why + pending
+
+
+def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = None, echo=print) -> Path:
+    """The run folder to grade: ``run_dir`` if given, else the main run by the grader's rule, else a new L7.1 run.
+
+    ``choose_run`` picks among the finished runs and ``echo`` prints which one and why. The last step calls
+    ``labs.l71.run_lab(profile=profile)``, which trains with the L7.1 recipe and returns the run folder
+    (minutes on the ``ci``/``cpu`` profiles, hours on ``rtx5090``).
     """
     if run_dir is not None:
         path = Path(run_dir)
         if not (path / rf.RUN_JSON).exists() and not (path / rf.METRICS_JSONL).exists():
             raise FileNotFoundError(f"{path} no parece una carpeta de ejecución: no tiene {rf.RUN_JSON} ni {rf.METRICS_JSONL}.")
+        echo(f"Evalúo {path}: es la carpeta que indicaste.")
         return path
-    found = newest_finished_run()
+    found, why = choose_run()
+    echo(why)
     if found is not None:
         return found
     try:
@@ -54,6 +111,7 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
             f"No hay ninguna ejecución terminada en {runs_dir()} y el laboratorio L7.1 (labs.l71) no está disponible "
             "en esta copia del curso. Ejecuta primero el notebook del L7.1 o indica la carpeta de tu ejecución."
         ) from None
+    echo("Lanzo la receta del L7.1 con tu perfil para tener una ejecución que evaluar.")
     return Path(l71.run_lab(profile=profile))
 
 
