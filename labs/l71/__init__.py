@@ -23,4 +23,5 @@ from labs.l71.lab import (
     sync_engine,
     write_run_json,
 )
+from labs.l71.notebook import RunNotReady, open_run
 from labs.training.options import add_run_arguments, overrides_from_cli  # shared by every lab's command line

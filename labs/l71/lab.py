@@ -10,7 +10,7 @@ from labs.training import console, evaluation, format_pass, models, preflight, r
 from labs.core import resources, runinfo
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
-from labs.core.runfolder import RUN_JSON, SCHEMA_VERSION, STATE_FINISHED, RunFolder, now_iso, write_json
+from labs.core.runfolder import RUN_JSON, SCHEMA_VERSION, STATE_FINISHED, RunFolder, now_iso, read_json, write_json
 from rewards import REWARD_VALUES, reward_functions
 
 LAB = "L7.1"
@@ -77,7 +77,10 @@ class Lab:
         prepare(self.profile, self.reward_funcs)  # before any model is loaded
         self.run = new_run(self.profile, run_name, fresh, lab)
         self.trainer = None
+        self.generate = None
         self.monitor: resources.ResourceMonitor | None = None
+        # A finished run (from the terminal or an earlier session) is only read: no model, no training.
+        self.read_only = self.run.is_finished()
 
     @property
     def finished(self) -> bool:
@@ -96,11 +99,19 @@ class Lab:
 
     def format_pass(self) -> str:
         """The optional supervised format pass; returns the model GRPO starts from."""
+        if self.read_only:  # what the finished run recorded; run.json is left as it is
+            info = read_json(self.run.path(RUN_JSON))
+            self.base_model = info.get("base_model") or self.start_model
+            self.base_label = info.get("base_label") or Path(self.base_model).name
+            return self.base_model
         self.base_model, self.base_label = base_model_for(self.profile, self.start_model, self.splits)
         write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, {"base_label": self.base_label})
         return self.base_model
 
     def build_trainer(self):
+        if self.read_only:
+            print(f"[run] {self.run.root} ya terminó: no cargo el modelo ni el motor vLLM, solo leo la carpeta.")
+            return None
         self.trainer = recipe.make_trainer(
             self.profile, self.run, self.base_model, self.reward_funcs, course_data.to_dataset(self.splits["train"])
         )
@@ -112,9 +123,17 @@ class Lab:
         return self.base_records
 
     def train(self) -> None:
+        if self.read_only:
+            status = self.run.status() or {}
+            print(f"[run] Entrenamiento ya hecho ({status.get('step')} de {status.get('max_steps')} pasos): no entreno otra vez.")
+            return
         recipe.train(self.trainer, self.profile, self.run)
 
     def evaluate_trained(self) -> dict:
+        if self.read_only:
+            evaluation.evaluate(self.splits["eval"], None, self.run, "trained")  # says it reuses the file
+            self.summary = read_json(self.run.path("eval/summary.json"))
+            return self.summary
         sync = sync_engine(self.trainer, self.profile)
         trained = evaluation.evaluate(self.splits["eval"], self.generate, self.run, "trained")
         self.trainer.save_model(str(self.run.model_dir))
@@ -130,6 +149,9 @@ class Lab:
         return {}
 
     def finish(self) -> None:
+        if self.read_only:
+            write_missing_report(self.run)
+            return
         resources.record(self.run, self.monitor, self.lab, **self.resource_fields())
         finish(self.run, self.profile, self.trainer.state.global_step)
 

@@ -1,0 +1,64 @@
+"""The L7.1 notebook's first decision: is there already a run of this profile, and what to do with it.
+
+The notebook and ``python -m labs l71`` share one run folder per profile (``runs/l71-<profile>``), so a run
+is never trained twice. ``open_run`` returns the ``Lab`` the notebook's cells walk through:
+
+* a finished run (from the terminal or an earlier session): read-only, the cells show its data, its
+  evaluation and its curves without loading a model;
+* an unfinished run or no run on a GPU profile (hours): ``RunNotReady`` with the terminal command, unless
+  the student asks to train here (``entrenar_aqui=True``, which continues from the last checkpoint);
+* on the CPU profiles (minutes) the notebook trains or continues the run itself.
+"""
+
+from __future__ import annotations
+
+from labs.core.profiles import Profile, get_profile
+from labs.core.spanish import duration_es
+from labs.l71.lab import Lab, new_run
+
+
+class RunNotReady(RuntimeError):
+    """The run is not finished and should be trained in a terminal; the message says how, in Spanish."""
+
+
+def terminal_command(profile: Profile) -> str:
+    return f"python -m labs l71 --profile {profile.name}"
+
+
+def _planned(profile: Profile) -> str:
+    if profile.use_cpu:
+        return ""
+    from labs.vram.timeplan import LABEL_ES, time_plan
+
+    return f" (unas {duration_es(time_plan(profile).hours * 3600)}, {LABEL_ES})"
+
+
+def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, echo=print) -> Lab:
+    """The Lab for this profile's shared run folder, read-only when it already finished (see the module)."""
+    profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    run = new_run(profile)
+    status = run.status() or {}
+    command = terminal_command(profile)
+    if run.is_finished():
+        echo(f"Ya hay un run terminado en {run.root} ({status.get('step')} pasos): el cuaderno lo lee, sin "
+             "cargar el modelo ni entrenar. Para empezar otro: " + command + " --fresh")
+        return Lab(profile)
+    here = entrenar_aqui or profile.use_cpu
+    if run.exists():
+        where = f"Hay un run sin terminar en {run.root} (paso {status.get('step', 0)} de {profile.max_steps})."
+        if not here:
+            raise RunNotReady(
+                f"{where} Termínalo en una terminal con {command}: continúa desde su último checkpoint{_planned(profile)}. "
+                "Cuando termine, vuelve a ejecutar este cuaderno: leerá el run sin entrenar. (Para continuarlo aquí, "
+                "pon ENTRENAR_AQUI = True; el entrenamiento queda atado a esta pestaña del navegador.)"
+            )
+        echo(f"{where} Lo continúo aquí desde su último checkpoint.")
+        return Lab(profile)
+    if not here:
+        raise RunNotReady(
+            f"Aún no hay ningún run del perfil '{profile.name}' en {run.root}. Lánzalo en una terminal: {command}"
+            f"{_planned(profile)}. Cuando termine, vuelve a ejecutar este cuaderno: leerá el run sin entrenar. "
+            "(Para entrenar aquí, pon ENTRENAR_AQUI = True.)"
+        )
+    echo(f"No hay ningún run del perfil '{profile.name}': lo entreno aquí, en {run.root} (es el mismo que haría {command}).")
+    return Lab(profile)

@@ -1,0 +1,43 @@
+"""The L7.1 notebook shares the terminal's run folder: a finished run is read, an unfinished one is not trained twice."""
+
+import pytest
+
+from labs.core import runfolder as rf
+from labs.core.profiles import get_profile
+from labs.l71 import RunNotReady, open_run
+
+from rundirs import GOOD_HOLDOUT, history, make_run, paired_verdicts
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    return tmp_path
+
+
+def test_a_finished_terminal_run_is_opened_read_only(runs, capsys):
+    make_run(runs, "l71-cpu", metrics=history(20), max_steps=20, profile="cpu", verdicts=paired_verdicts(*GOOD_HOLDOUT))
+    metrics = (runs / "l71-cpu" / rf.METRICS_JSONL).read_text()
+    lab = open_run("cpu")
+    assert lab.read_only and lab.run.root == runs / "l71-cpu"
+    assert "Ya hay un run terminado" in capsys.readouterr().out
+    assert lab.build_trainer() is None and lab.trainer is None
+    lab.train()
+    assert "no entreno otra vez" in capsys.readouterr().out
+    lab.finish()  # writes only the report that was missing
+    assert (lab.run.root / "grading" / "informe.md").is_file()
+    assert (runs / "l71-cpu" / rf.METRICS_JSONL).read_text() == metrics and lab.run.is_finished()
+
+
+def test_on_a_gpu_profile_an_unfinished_run_is_finished_in_the_terminal(runs):
+    make_run(runs, "l71-rtx5090", metrics=history(120), max_steps=500, state=rf.STATE_RUNNING, step=120)
+    with pytest.raises(RunNotReady) as err:
+        open_run("rtx5090")
+    text = str(err.value)
+    assert "paso 120 de 500" in text and "python -m labs l71 --profile rtx5090" in text
+    assert "planificado, no medido" in text and "ENTRENAR_AQUI = True" in text
+
+
+def test_on_a_gpu_profile_without_a_run_the_notebook_says_the_command(runs):
+    with pytest.raises(RunNotReady, match="Aún no hay ningún run del perfil 'rtx5090'.*python -m labs l71 --profile rtx5090"):
+        open_run(get_profile("rtx5090"))
