@@ -227,12 +227,12 @@ def test_ci_shares_the_reference_only_where_settings_are_identical(tmp_path):
             assert ex.same_settings(v, ref, ci)
 
 
-def test_rtx5090_keeps_the_lesson_budget_and_group_sizes(tmp_path):
+def test_rtx5090_keeps_the_lesson_group_sizes_on_the_exercises_budget(tmp_path):
     gpu = get_profile("rtx5090")
     e1 = ex.e1_variants(gpu, tmp_path)
     assert [v.profile(gpu).num_generations for v in e1] == list(ex.LESSON_GROUP_SIZES)
     assert all(v.name != "ref-rtx5090" for v in e1)  # the recipe's G is 8: nothing to share
-    assert all(v.profile(gpu).max_steps == gpu.max_steps for v in e1)
+    assert all(v.profile(gpu).max_steps == ex.BUDGETS["rtx5090"]["max_steps"] < gpu.max_steps for v in e1)
     cpu = get_profile("cpu")
     assert [v.profile(cpu).num_generations for v in ex.e1_variants(cpu, tmp_path)] == [4, 16]
     for p in (cpu, gpu):
@@ -242,17 +242,19 @@ def test_rtx5090_keeps_the_lesson_budget_and_group_sizes(tmp_path):
 
 def test_reference_reuses_a_finished_l71_run_only_with_identical_settings(tmp_path):
     gpu = get_profile("rtx5090")
-    assert ex.reference_variant(gpu, tmp_path).name == "ref-rtx5090"  # nothing finished yet
+    lesson = {"max_steps": gpu.max_steps}  # the exercises on the lab's own budget: the L7.1 run can be the reference
+    assert ex.reference_variant(gpu, tmp_path, lesson).name == "ref-rtx5090"  # nothing finished yet
     other = make_run(tmp_path, "l71-rtx5090", profile="rtx5090", beta=0.1, max_steps=gpu.max_steps)
-    assert ex.reference_variant(gpu, tmp_path).name == "ref-rtx5090"  # other settings: not the recipe
+    assert ex.reference_variant(gpu, tmp_path, lesson).name == "ref-rtx5090"  # other settings: not the recipe
     same = make_run(tmp_path, "l71-notebook-rtx5090", profile="rtx5090", max_steps=gpu.max_steps)
-    ref = ex.reference_variant(gpu, tmp_path)
+    ref = ex.reference_variant(gpu, tmp_path, lesson)
     assert ref.name == "l71-notebook-rtx5090" and "L7.1" in ref.label
-    assert [v.name for v in ex.e3_variants(gpu, tmp_path)] == ["e3-rtx5090-beta0", "l71-notebook-rtx5090", "e3-rtx5090-beta0.2"]
-    assert ex.e2_variants(gpu, tmp_path)[0].name == "l71-notebook-rtx5090"
+    assert ex.reference_variant(gpu, tmp_path).name == "ref-rtx5090"  # the default budget is not the lab's
+    assert [v.name for v in ex.e3_variants(gpu, tmp_path, lesson)] == ["e3-rtx5090-beta0", "l71-notebook-rtx5090", "e3-rtx5090-beta0.2"]
+    assert ex.e2_variants(gpu, tmp_path, lesson)[0].name == "l71-notebook-rtx5090"
     # a finished ref-<profile> folder wins, so the three notebooks keep agreeing
     make_run(tmp_path, "ref-rtx5090", profile="rtx5090", max_steps=gpu.max_steps)
-    assert ex.reference_variant(gpu, tmp_path).name == "ref-rtx5090"
+    assert ex.reference_variant(gpu, tmp_path, lesson).name == "ref-rtx5090"
     # on ci the exercises' budget is the lab's: the L7.1 notebook's finished ci run is the reference, so
     # the test suite trains the recipe once
     assert ex.reference_variant("ci", tmp_path).name == "ref-ci"
@@ -266,7 +268,7 @@ def test_budget_note_depends_on_the_profile():
     assert "PRUEBA DE HUMO" in ex.budget_note(get_profile("ci"))
     assert f"{get_profile('ci').max_steps} pasos" in ex.budget_note(get_profile("ci"))
     assert "HUMO" not in ex.budget_note(get_profile("rtx5090"))
-    assert "500 pasos" in ex.budget_note(get_profile("rtx5090"))
+    assert "150 pasos en lugar de los 500 de la lección" in ex.budget_note(get_profile("rtx5090"))
     assert "CPU" in ex.budget_note(get_profile("cpu"))
 
 
@@ -474,3 +476,32 @@ def test_training_examples_rank_by_format_and_score_correctness(tmp_path):
     assert [e["step"] for e in examples] == [2, 2]
     assert [e["format_paid"] for e in examples] == [pytest.approx(0.9), pytest.approx(0.3)]
     assert [e["correct"] for e in examples] == [False, True]
+
+
+def test_the_rtx5090_exercise_budget_follows_its_rule_from_the_time_plan(tmp_path):
+    from labs.vram.timeplan import time_plan
+
+    gpu = get_profile("rtx5090")
+    steps = ex.BUDGETS["rtx5090"]["max_steps"]
+    assert ex.budget_steps(gpu) == steps and steps % gpu.save_steps == 0
+
+    def e1_with_reference(n):
+        p = gpu.replace(max_steps=n)
+        return sum(time_plan(r).hours for r in [p] + [p.replace(**ex.group_size_overrides(p, g)) for g in ex.LESSON_GROUP_SIZES])
+
+    assert e1_with_reference(steps) <= ex.EXERCISE_HOURS < e1_with_reference(steps + gpu.save_steps)
+    hours = ex.planned_hours(ex.e1_variants(gpu, tmp_path), gpu, tmp_path)
+    assert hours == pytest.approx(e1_with_reference(steps) - time_plan(gpu.replace(max_steps=steps)).hours)
+    assert ex.planned_hours(ex.e1_variants("ci"), get_profile("ci")) == 0.0
+
+
+def test_a_recorded_budget_is_what_the_builders_and_notebooks_use(tmp_path):
+    gpu = get_profile("rtx5090")
+    assert ex.recorded_budget(gpu, tmp_path) == {}
+    ex.save_budget(gpu, {"max_steps": 100, "eval_size": 200}, tmp_path)
+    for make in (ex.e1_variants, ex.e2_variants, ex.e3_variants):
+        for v in make(gpu, tmp_path):
+            p = v.profile(gpu)
+            assert (p.max_steps, p.eval_size) == (100, 200), v.name
+    assert "max_steps=100" in ex.budget_note(gpu, tmp_path)
+    assert all(v.profile(gpu).max_steps == 150 for v in ex.e1_variants(gpu, tmp_path, budget={}))

@@ -313,3 +313,38 @@ def test_command_line_refuses_to_mix_settings_and_says_why(env, monkeypatch, cap
 def test_command_line_unknown_profile(capsys):
     assert sweep.main(["E1", "--profile", "nope"]) == 1
     assert "Perfiles válidos" in capsys.readouterr().err
+
+
+def test_set_gives_every_variant_the_budget_and_is_remembered(env, monkeypatch, capsys):
+    from labs import exercises
+
+    root, _ = env
+    monkeypatch.setenv("COURSE_RUNS", str(root))
+    budget = {"max_steps": 3}
+    for v in exercises.e2_variants("ci", root, budget):
+        assert ["--set", "max_steps=3"] == sweep.lab_command(v, "ci")[-2:] or "max_steps=3" in sweep.lab_command(v, "ci")
+        rewards = None if v.rewards is None else {n: 1.0 for n in v.rewards}
+        make_run(root, v.name, profile="ci", max_steps=3, rewards=rewards)  # as if the sweep had run them
+    assert sweep.main(["E2", "--profile", "ci", "--set", "max_steps=3"]) == 0
+    out = capsys.readouterr().out
+    assert "Presupuesto max_steps=3 guardado" in out and "ya terminada, la reutilizo" in out
+    assert exercises.recorded_budget(get_profile("ci")) == budget
+    assert sweep.command_line("E2", get_profile("ci")) == "python -m labs sweep E2 --profile ci --set max_steps=3"
+    # the notebook reads those runs, without training
+    result = sweep.read_or_run("E2", exercises.e2_variants("ci"), "ci", echo=lambda line: None)
+    assert [r.state for r in result.results] == [sweep.SKIPPED, sweep.SKIPPED] and not result.failed
+
+
+def test_a_notebook_on_a_gpu_profile_never_trains_a_missing_run_unless_asked(env):
+    from labs import exercises
+
+    root, _ = env
+    gpu = get_profile("rtx5090")
+    said = []
+    with pytest.raises(sweep.SweepError) as err:
+        sweep.read_or_run("E3", exercises.e3_variants(gpu, root), gpu, runs_root=root, echo=said.append)
+    text = str(err.value)
+    assert "Faltan 3 de las 3 ejecuciones de E3" in text and "planificado, no medido" in text
+    assert "python -m labs sweep E3 --profile rtx5090" in text and "ENTRENAR_AQUI = True" in text
+    assert said == ["En una terminal, este ejercicio se lanza con: python -m labs sweep E3 --profile rtx5090"]
+    assert not (root / sweep.LOG_DIR).exists()  # nothing started

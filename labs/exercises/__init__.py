@@ -89,7 +89,9 @@ from labs.exercises.runs import (
 )
 from labs.exercises.variant import Variant, settings_mismatch
 from labs.exercises.variants import (
+    BUDGETS,
     E2_REWARDS,
+    EXERCISE_HOURS,
     E3_BETAS,
     E3_BETAS_BY_PROFILE,
     GROUP_SIZES,
@@ -97,6 +99,7 @@ from labs.exercises.variants import (
     SMOKE_OVERRIDES,
     base_overrides,
     budget_note,
+    budget_steps,
     e1_variants,
     e2_variants,
     e3_betas,
@@ -105,15 +108,20 @@ from labs.exercises.variants import (
     group_sizes,
     is_smoke_test,
     lab_run_names,
+    planned_hours,
+    planned_hours_es,
     profile_for,
+    recorded_budget,
     reference_variant,
     resolve_profile,
+    save_budget,
     same_settings,
     settings_table,
     shared_with_reference,
 )
 
 __all__ = [
+    "BUDGETS", "EXERCISE_HOURS", "budget_steps", "planned_hours", "planned_hours_es", "recorded_budget", "save_budget",
     "COLORS", "DEFAULT_FLUENCY_SAMPLES", "E1_COLUMNS", "E2_COLUMNS", "E2_REWARDS", "E3_BETAS", "E3_BETAS_BY_PROFILE",
     "E3_COLUMNS", "FIGURES_DIR", "FLUENCY_SAMPLES", "GROUP_SIZES", "LESSON_GROUP_SIZES", "REPETITION_N",
     "SMOKE_OVERRIDES", "THRESHOLD_FRACTION", "LogProbScorer", "RunData", "Variant",

@@ -59,7 +59,9 @@ from labs.exercises.variant import (  # noqa: F401 (replace, recorded_rewards: r
     settings_mismatch,
     unique,
 )
-from labs.exercises.variants import e1_variants, e2_variants, e3_variants
+from labs.exercises.variants import (
+    e1_variants, e2_variants, e3_variants, is_smoke_test, planned_hours_es, recorded_budget, save_budget,
+)
 
 LOG_DIR = "_sweep_logs"
 
@@ -238,25 +240,77 @@ def run_sweep(
 
 
 # --------------------------------------------------------------------------------------------------
+# The notebooks: read what the terminal ran (train here only on ci, or when asked)
+# --------------------------------------------------------------------------------------------------
+
+
+def command_line(exercise: str, profile: Profile, runs_root=None) -> str:
+    """The terminal command for an exercise, with the budget the notebook's variants use."""
+    budget = recorded_budget(profile, runs_root)
+    sets = "".join(f" --set {k}={format_value(v)}" for k, v in budget.items())
+    return f"python -m labs sweep {exercise} --profile {profile.name}{sets}"
+
+
+def read_or_run(exercise: str, variants: Sequence[Variant], profile: Profile | str | None = None, *,
+                entrenar_aqui: bool = False, runs_root=None, echo: Callable[[str], None] = print) -> SweepResult:
+    """What an exercise notebook calls: the finished variants are read, nothing is trained twice.
+
+    When some variant has not finished: on the ``ci`` smoke test (minutes) or with ``entrenar_aqui`` the
+    sweep runs here; otherwise ``SweepError`` says, in Spanish, which runs are missing and the terminal
+    command that makes them (hours on a 5090, and a browser tab must not be able to kill them).
+    """
+    profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    root = Path(runs_root) if runs_root is not None else runs_dir()
+    variants = unique(variants)
+    missing = [v for v, done in plan(variants, profile, root) if not done]
+    command = command_line(exercise, profile, root)
+    echo(f"En una terminal, este ejercicio se lanza con: {command}")
+    if not missing:
+        echo(f"Las {len(variants)} ejecuciones de {exercise} ya terminaron: las leo, sin entrenar.")
+        return SweepResult(profile.name, [VariantResult(v, root / v.name, SKIPPED) for v in variants])
+    if entrenar_aqui or is_smoke_test(profile):
+        return run_sweep(variants, profile, runs_root=root, echo=echo)
+    names = ", ".join(v.name for v in missing)
+    raise SweepError(
+        f"Faltan {len(missing)} de las {len(variants)} ejecuciones de {exercise} ({names}; "
+        f"{planned_hours_es(missing, profile, root)}). Lánzalas en una terminal: {command}\n"
+        "Continúa donde se quedó si la interrumpes. Cuando termine, vuelve a ejecutar esta celda: solo lee las "
+        "carpetas. (Para entrenarlas en este cuaderno, pon ENTRENAR_AQUI = True.)"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
 # Command line: the exercises' sweeps from a terminal (on a 5090 each one is hours)
 # --------------------------------------------------------------------------------------------------
 
 
 def main(argv=None) -> int:
-    """``python -m labs sweep E1|E2|E3 [--profile p]``: run (or resume) one exercise's variants."""
+    """``python -m labs sweep E1|E2|E3 [--profile p] [--set key=value ...]``: run (or resume) one exercise."""
     import argparse
+
+    from labs.training.options import add_set_argument, overrides_from_cli
 
     builders = {"E1": e1_variants, "E2": e2_variants, "E3": e3_variants}
     parser = argparse.ArgumentParser(prog="python -m labs sweep",
                                      description="Ejecuta (o continúa) las variantes de un ejercicio, una tras otra.")
     parser.add_argument("exercise", type=str.upper, choices=sorted(builders), help="el ejercicio: E1, E2 o E3")
     parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
+    add_set_argument(parser, "cambiar un ajuste de todas las variantes (el presupuesto: p. ej. max_steps=100); "
+                             "se guarda y lo usan los demás ejercicios y los cuadernos")
     parser.add_argument("--show", choices=("course", "all", "none"), default="course",
                         help="qué salida de cada run mostrar (el registro completo queda en runs/_sweep_logs/)")
     args = parser.parse_args(argv)
     try:
         profile = get_profile(args.profile)
-        result = run_sweep(builders[args.exercise](profile), profile, show=args.show)
+        budget = overrides_from_cli(args.set, profile) if args.set else None
+        if budget:
+            path = save_budget(profile, budget)
+            print(f"[barrido] Presupuesto {', '.join(f'{k}={v}' for k, v in budget.items())} guardado en {path}: "
+                  "los demás ejercicios y los cuadernos usarán el mismo.")
+        variants = builders[args.exercise](profile, budget=budget)
+        if not profile.use_cpu:
+            print(f"[barrido] Tiempo de lo que falta: {planned_hours_es(variants, profile)}.")
+        result = run_sweep(variants, profile, show=args.show)
         result.raise_on_failure()
     except (ValueError, SweepError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

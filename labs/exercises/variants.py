@@ -7,13 +7,15 @@ the lab's, shared with the student's finished L7.1 run).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
-from labs.core.runfolder import RunFolder
+from labs.core.runfolder import RunFolder, write_json
+from labs.core.spanish import duration_es
 from labs.exercises.variant import Variant, settings_mismatch
 from rewards import REWARD_NAMES
 
@@ -21,6 +23,16 @@ from rewards import REWARD_NAMES
 # every code path, and with the lab's own budget the reference recipe *is* the L7.1 notebook's finished
 # run (``reference_variant``), so the test suite trains it once, not once more for the exercises.
 SMOKE_OVERRIDES: dict[str, dict] = {}
+# The exercises' default budget on a 5090: 150 steps per variant instead of the lesson's 500. The rule
+# (``budget_steps``, checked by a test against labs.vram.timeplan): the most steps, in whole checkpoints
+# (save_steps), at which the longest exercise, E1 (its G=16 variant generates twice the reference's
+# completions per step), plus the shared reference run fits in ``EXERCISE_HOURS`` planned hours, one
+# evening. 150 steps still give the trend tests and the hacking detector hundreds of logged points. With
+# another budget the reference is no longer the student's 500-step L7.1 run, so it runs once (planned
+# about 1.3 h) and E1, E2 and E3 share it. ``python -m labs sweep E1 --set max_steps=N`` changes it.
+BUDGETS: dict[str, dict] = {"rtx5090": {"max_steps": 150}}
+EXERCISE_HOURS = 5.0
+BUDGET_FILE = "_sweep_logs/presupuesto-{profile}.json"  # under the runs folder: the budget a sweep used
 LESSON_GROUP_SIZES = (4, 16)
 # On ci the larger G is the recipe's own G = 4 (shared with the reference run) and the smaller is 2:
 # one extra short run instead of a G = 16 (or 8) one that would multiply the completions of the test suite.
@@ -36,7 +48,7 @@ def is_smoke_test(profile: Profile) -> bool:
     return profile.name == "ci"
 
 
-def budget_note(profile: Profile) -> str:
+def budget_note(profile: Profile, runs_root=None) -> str:
     """What the numbers of this profile can and cannot say, in Spanish."""
     if is_smoke_test(profile):
         return (
@@ -52,25 +64,82 @@ def budget_note(profile: Profile) -> str:
             f"{profile.eval_size} problemas de evaluación). Las tendencias orientan, pero con tan pocos pasos y "
             "problemas la mayoría de diferencias no serán significativas; las conclusiones, con 'rtx5090'."
         )
-    return (
-        f"Perfil '{profile.name}': el presupuesto de la lección ({profile.model}, {profile.max_steps} pasos, "
-        f"{profile.eval_size} problemas de evaluación). Cada variante tarda horas: el barrido continúa donde se "
-        "quedó si lo interrumpes."
+    budget = profile_for(profile, runs_root=runs_root)
+    recorded = recorded_budget(profile, runs_root)
+    source = (
+        f"el que guardó tu último barrido ({', '.join(f'{k}={v}' for k, v in recorded.items())})" if recorded
+        else f"el de los ejercicios: {budget.max_steps} pasos en lugar de los {profile.max_steps} de la lección, para que "
+        f"cada ejercicio, con la ejecución de referencia que comparten, quepa en unas {EXERCISE_HOURS:g} h"
     )
+    return (
+        f"Perfil '{profile.name}' ({profile.model}): presupuesto {source}; {budget.eval_size} problemas de "
+        "evaluación. Cada variante tarda horas: lánzalas en una terminal (python -m labs sweep E1|E2|E3), que "
+        "continúa donde se quedó si la interrumpes; este cuaderno solo lee las carpetas."
+    )
+
+
+def budget_steps(profile: Profile, hours: float = EXERCISE_HOURS) -> int:
+    """The rule behind ``BUDGETS``: most steps (whole checkpoints) for E1 plus the reference in ``hours``."""
+    from labs.vram.timeplan import time_plan
+
+    best, steps = profile.save_steps, profile.save_steps
+    while steps <= profile.max_steps:
+        p = profile.replace(max_steps=steps)
+        runs = [p] + [p.replace(**group_size_overrides(p, g)) for g in group_sizes(profile)]
+        if sum(time_plan(r).hours for r in runs) > hours:
+            break
+        best, steps = steps, steps + profile.save_steps
+    return best
+
+
+def planned_hours(variants: Sequence[Variant], profile: Profile, runs_root=None) -> float:
+    """Planned hours (labs.vram.timeplan) of the variants not finished yet; 0 on the CPU profiles."""
+    if profile.use_cpu:
+        return 0.0
+    from labs.vram.timeplan import time_plan
+
+    root = Path(runs_root) if runs_root is not None else runs_dir()
+    return sum(time_plan(v.profile(profile)).hours for v in variants if not RunFolder(root / v.name).is_finished())
+
+
+def planned_hours_es(variants: Sequence[Variant], profile: Profile, runs_root=None) -> str:
+    from labs.vram.timeplan import LABEL_ES
+
+    return f"unas {duration_es(planned_hours(variants, profile, runs_root) * 3600)} ({LABEL_ES})"
+
+
+def budget_path(profile: Profile, runs_root=None) -> Path:
+    root = Path(runs_root) if runs_root is not None else runs_dir()
+    return root / BUDGET_FILE.format(profile=profile.name)
+
+
+def recorded_budget(profile: Profile, runs_root=None) -> dict:
+    """The ``--set`` budget the last ``python -m labs sweep`` of this profile used ({} if none)."""
+    try:
+        return dict(json.loads(budget_path(profile, runs_root).read_text(encoding="utf-8")))
+    except (FileNotFoundError, ValueError, TypeError):
+        return {}
+
+
+def save_budget(profile: Profile, budget: dict, runs_root=None) -> Path:
+    """Remember a sweep's ``--set`` budget, so the other exercises and the notebooks use the same one."""
+    return write_json(budget_path(profile, runs_root), dict(budget))
 
 
 def resolve_profile(profile: Profile | str | None) -> Profile:
     return profile if isinstance(profile, Profile) else get_profile(profile)
 
 
-def base_overrides(profile: Profile) -> dict:
-    """Settings every exercise variant of this profile changes (the smoke-test budget on ci)."""
-    return dict(SMOKE_OVERRIDES.get(profile.name, {}))
+def base_overrides(profile: Profile, budget: dict | None = None, runs_root=None) -> dict:
+    """Settings every exercise variant of this profile changes: the exercises' budget (``BUDGETS``), then
+    ``budget`` (a sweep's ``--set``), or when it is None the budget the last sweep recorded."""
+    extra = recorded_budget(profile, runs_root) if budget is None else budget
+    return {**SMOKE_OVERRIDES.get(profile.name, {}), **BUDGETS.get(profile.name, {}), **extra}
 
 
-def profile_for(profile: Profile) -> Profile:
+def profile_for(profile: Profile, budget: dict | None = None, runs_root=None) -> Profile:
     """The profile with the exercises' budget applied."""
-    return profile.replace(**base_overrides(profile))
+    return profile.replace(**base_overrides(profile, budget, runs_root))
 
 
 def lab_run_names(profile: Profile) -> tuple[str, ...]:
@@ -78,7 +147,7 @@ def lab_run_names(profile: Profile) -> tuple[str, ...]:
     return (f"l71-{profile.name}", f"l71-notebook-{profile.name}")
 
 
-def reference_variant(profile: Profile | str | None = None, runs_root=None) -> Variant:
+def reference_variant(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> Variant:
     """The lesson's recipe (three rewards, the profile's G and beta) on the exercises' budget.
 
     Its run folder is ``ref-<profile>``, unless that has not finished and the student's own L7.1 run
@@ -86,9 +155,9 @@ def reference_variant(profile: Profile | str | None = None, runs_root=None) -> V
     lesson's recipe is never trained twice (hours on ``rtx5090``; minutes of the test suite on ``ci``).
     """
     profile = resolve_profile(profile)
-    p = profile_for(profile)
+    p = profile_for(profile, budget, runs_root)
     label = f"receta de la lección (G={p.num_generations}, beta={p.beta:g}, tres recompensas)"
-    ref = Variant(f"ref-{profile.name}", base_overrides(profile), None, label, "L7.1")
+    ref = Variant(f"ref-{profile.name}", base_overrides(profile, budget, runs_root), None, label, "L7.1")
     root = Path(runs_root) if runs_root is not None else runs_dir()
     if RunFolder(root / ref.name).is_finished():
         return ref
@@ -108,9 +177,9 @@ def same_settings(a: Variant, b: Variant, profile: Profile) -> bool:
     return a.profile(profile).as_dict() == b.profile(profile).as_dict() and _reward_names(a) == _reward_names(b)
 
 
-def shared_with_reference(variant: Variant, profile: Profile, note: str, runs_root=None) -> Variant:
+def shared_with_reference(variant: Variant, profile: Profile, note: str, runs_root=None, budget=None) -> Variant:
     """The reference run itself when ``variant`` would train exactly the same thing, else ``variant``."""
-    ref = reference_variant(profile, runs_root)
+    ref = reference_variant(profile, runs_root, budget)
     if same_settings(variant, ref, profile):
         return Variant(ref.name, dict(ref.overrides), ref.rewards, f"{variant.label} = {note}", ref.lab)
     return variant
@@ -143,26 +212,26 @@ def group_size_overrides(profile: Profile, num_generations: int, prompts_per_ste
     }
 
 
-def e1_variants(profile: Profile | str | None = None, runs_root=None) -> list[Variant]:
+def e1_variants(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
     """G small and G large with the same prompts per step (see ``group_size_overrides``)."""
     profile = resolve_profile(profile)
-    budget = profile_for(profile)
+    budgeted = profile_for(profile, budget, runs_root)
     out = []
     for g in group_sizes(profile):
-        overrides = {**base_overrides(profile), **group_size_overrides(budget, g)}
+        overrides = {**base_overrides(profile, budget, runs_root), **group_size_overrides(budgeted, g)}
         v = Variant(f"e1-{profile.name}-g{g}", overrides, None, f"G={g}", "E1")
-        out.append(shared_with_reference(v, profile, "la receta de referencia", runs_root))
+        out.append(shared_with_reference(v, profile, "la receta de referencia", runs_root, budget))
     return out
 
 
-def e2_variants(profile: Profile | str | None = None, runs_root=None) -> list[Variant]:
+def e2_variants(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
     """The recipe (control) and the recipe without correctness_reward."""
     profile = resolve_profile(profile)
     only_format = Variant(
-        f"e2-{profile.name}-solo-formato", base_overrides(profile), E2_REWARDS,
+        f"e2-{profile.name}-solo-formato", base_overrides(profile, budget, runs_root), E2_REWARDS,
         "solo formato (sin corrección)", "E2",
     )
-    ref = reference_variant(profile, runs_root)
+    ref = reference_variant(profile, runs_root, budget)
     control = Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (receta de la lección)", ref.lab)
     return [control, only_format]
 
@@ -172,16 +241,16 @@ def e3_betas(profile: Profile) -> tuple[float, ...]:
     return E3_BETAS_BY_PROFILE.get(profile.name, E3_BETAS)
 
 
-def e3_variants(profile: Profile | str | None = None, runs_root=None) -> list[Variant]:
+def e3_variants(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
     """beta 0.0, the recipe's beta and 0.2 (0.2 not on ci), in increasing order."""
     profile = resolve_profile(profile)
-    recipe_beta = profile_for(profile).beta
+    recipe_beta = profile_for(profile, budget, runs_root).beta
     betas = sorted(set(e3_betas(profile)) | {recipe_beta})
     out = []
     for beta in betas:
-        overrides = {**base_overrides(profile), "beta": float(beta)}
+        overrides = {**base_overrides(profile, budget, runs_root), "beta": float(beta)}
         v = Variant(f"e3-{profile.name}-beta{beta:g}", overrides, None, f"beta={beta:g}", "E3")
-        out.append(shared_with_reference(v, profile, "la receta de referencia", runs_root))
+        out.append(shared_with_reference(v, profile, "la receta de referencia", runs_root, budget))
     return out
 
 

@@ -16,7 +16,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
     parser.add_argument("--run-name", help="nombre de la carpeta del run (mismo nombre = continuar)")
     parser.add_argument("--fresh", action="store_true", help="empezar un run nuevo en otra carpeta")
-    parser.add_argument("--set", action="append", default=[], metavar="clave=valor", help="cambiar un ajuste del perfil")
+    add_set_argument(parser)
+
+
+def add_set_argument(parser: argparse.ArgumentParser, help: str = "cambiar un ajuste del perfil") -> None:
+    """``--set key=value``, repeatable; ``overrides_from_cli`` reads it (``python -m labs sweep`` uses it too)."""
+    parser.add_argument("--set", action="append", default=[], metavar="clave=valor", help=help)
 
 
 def overrides_from_cli(items, profile: Profile) -> dict:
