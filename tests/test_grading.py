@@ -157,7 +157,7 @@ def test_nan_and_infinity_in_metrics(tmp_path):
     c1 = g.criterion(1)
     assert c1.verdict == NO_CUMPLE
     reason = " ".join(c1.reasons)
-    assert "'reward' en 1 pasos (el primero, el 41)" in reason and "'loss'" in reason
+    assert "'reward' en 1 paso (el primero, el 41)" in reason and "'loss'" in reason
     assert g.criterion(2).verdict == CUMPLE  # NaN values are skipped by the trend test
 
 
@@ -219,7 +219,7 @@ def test_eval_records_with_bad_verdicts_and_unpaired_ids(tmp_path):
     assert g.criterion(3).values["n"] == 489
     text = report(g)
     assert "10 problemas aparecen solo en uno de los dos archivos" in text
-    assert "1 problemas no tienen 'correct' verdadero o falso" in text
+    assert "1 problema no tiene 'correct' verdadero o falso y se deja fuera" in text
 
 
 def test_missing_eval_and_empty_metrics(tmp_path):

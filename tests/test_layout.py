@@ -30,8 +30,9 @@ LAYERS = {
     "l71": 4,
     "l72": 5,
     "exercises": 6,
-    "__main__": 7,  # the command line dispatcher (imports by name, at run time)
-    "__init__": 7,
+    "route": 7,  # the student's route through all of the above (notebook 00, README)
+    "__main__": 8,  # the command line dispatcher (imports by name, at run time)
+    "__init__": 8,
 }
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from labs.core import stats
+from labs.core.spanish import plural
 from labs.core.metrics import (  # re-exported: notebooks and the grader read series through here
     CORRECTNESS,
     KL,
@@ -219,8 +220,8 @@ def holdout_gain(summary: dict | None, alpha: float = stats.ALPHA) -> Finding:
     }
     numbers = (
         f"precisión base {base_acc:.1%} y entrenado {trained_acc:.1%} en {n} problemas, diferencia "
-        f"{diff * 100:+.1f} puntos (IC 95 % {low * 100:+.1f} a {high * 100:+.1f}), {gained} problemas ganados y "
-        f"{lost} perdidos, McNemar exacto {p_text(p)}"
+        f"{diff * 100:+.1f} puntos (IC 95 % {low * 100:+.1f} a {high * 100:+.1f}), {plural(gained, 'problema ganado', 'problemas ganados')} y "
+        f"{plural(lost, 'perdido')}, McNemar exacto {p_text(p)}"
     )
     if p < alpha and diff > 0:
         return Finding(key, True, f"La precisión en el holdout mejoró de forma medible: {numbers}.", evidence=evidence)

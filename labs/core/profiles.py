@@ -122,8 +122,8 @@ class Profile:
 RTX5090 = Profile(
     name="rtx5090",
     description=(
-        "The lesson's settings on a 32 GB RTX 5090: Qwen3-4B-Instruct-2507, G=8, 1024 new tokens, "
-        "vLLM colocate at 0.3, 500 steps, bf16."
+        "Los ajustes de la lección en una RTX 5090 de 32 GB: Qwen3-4B-Instruct-2507, G=8, 1024 tokens nuevos, "
+        "vLLM en modo colocate al 0.3, 500 pasos, bf16, LoRA."
     ),
     model="Qwen/Qwen3-4B-Instruct-2507",
     data_source="hub",
@@ -139,8 +139,8 @@ RTX5090 = Profile(
 CPU = Profile(
     name="cpu",
     description=(
-        "Laptop or CI machine without a GPU: the bundled SmolLM2-135M-Instruct, vLLM's CPU build in "
-        "colocate mode, a short format pass, then a short GRPO run."
+        "Portátil o máquina sin GPU: el SmolLM2-135M-Instruct incluido, la versión de CPU de vLLM en modo "
+        "colocate, un pase de formato corto y después un entrenamiento GRPO corto."
     ),
     model=BUNDLED_MODEL,
     use_cpu=True,
@@ -170,8 +170,8 @@ CPU = Profile(
 CI = CPU.replace(
     name="ci",
     description=(
-        "The smallest budgets that still run every code path (CI, nbval): a shorter format pass, two "
-        "GRPO steps on one prompt per step with a checkpoint after each, a handful of evaluation problems."
+        "Los presupuestos mínimos que aún recorren todo el código (CI, nbval): un pase de formato más corto, dos "
+        "pasos de GRPO con un prompt por paso y un checkpoint tras cada uno, y unos pocos problemas de evaluación."
     ),
     train_size=32,
     eval_size=8,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from labs.core import diagnostics as dg
 from labs.core import runfolder as rf
 from labs.core import stats
+from labs.core.spanish import plural
 from rewards import REWARD_NAMES
 
 from .holdout import ID_PREFIX, Holdout, check_holdout
@@ -102,7 +103,7 @@ def _nan_check(data: RunData, c: Criterion) -> bool | None:
     for key in CORE_KEYS:
         s = dg.series(data.metrics, key)
         if s is not None and s.bad_steps:
-            bad.append(f"'{key}' en {len(s.bad_steps)} pasos (el primero, el {s.bad_steps[0]})")
+            bad.append(f"'{key}' en {plural(len(s.bad_steps), 'paso')} (el primero, el {s.bad_steps[0]})")
     if bad:
         c.reasons.append("Hay valores NaN, infinitos o vacíos en las métricas: " + "; ".join(bad) + ".")
         return False

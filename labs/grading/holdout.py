@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from labs.core import runfolder as rf
 from labs.core import stats
+from labs.core.spanish import plural
 
 from .inputs import RunData
 
@@ -94,7 +95,7 @@ def check_holdout(data: RunData) -> Holdout:
         out.problems.append("No se puede evaluar la mejora en el holdout porque los modelos base y entrenado no comparten ningún problema.")
         return out
     if only:
-        out.notes.append(f"{only} problemas aparecen solo en uno de los dos archivos; la comparación usa los {len(common)} comunes.")
+        out.notes.append(f"{plural(only, 'problema aparece', 'problemas aparecen')} solo en uno de los dos archivos; la comparación usa los {len(common)} comunes.")
     try:
         comparison = stats.paired_comparison([base[i] for i in common], [trained[i] for i in common])
     except ValueError:
@@ -103,7 +104,8 @@ def check_holdout(data: RunData) -> Holdout:
         )
         return out
     if comparison["n_skipped"]:
-        out.notes.append(f"{comparison['n_skipped']} problemas no tienen 'correct' verdadero o falso y se dejan fuera.")
+        out.notes.append(f"{plural(comparison['n_skipped'], 'problema no tiene', 'problemas no tienen')} 'correct' verdadero o falso y "
+                         f"{'se deja' if comparison['n_skipped'] == 1 else 'se dejan'} fuera.")
     _compare_with_summary(summary, comparison, out)
     out.comparison = comparison
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from labs.core import stats
 from labs.core.runfolder import EVAL_SUMMARY, RunFolder, read_jsonl, write_json, write_jsonl
+from labs.core.spanish import plural
 from rewards import extract_answer, format_reward
 
 DATASET_NAME = "openai/gsm8k:main:test"
@@ -85,7 +86,7 @@ def evaluate(rows, generate, run: RunFolder, which: str) -> list[dict]:
     if path.exists():
         records = read_jsonl(path)
         if [r.get("id") for r in records] == [r["id"] for r in rows]:
-            print(f"[eval] Reutilizo {path.relative_to(run.root)} ({len(records)} problemas).")
+            print(f"[eval] Reutilizo {path.relative_to(run.root)} ({plural(len(records), 'problema')}).")
             return records
     records = score(rows, generate(rows))
     write_jsonl(path, records)
@@ -113,11 +114,12 @@ def summarize(run: RunFolder, base: list[dict], trained: list[dict], base_label:
 def describe_es(summary: dict) -> str:
     """The comparison in one Spanish paragraph, from the summary's own numbers."""
     lo, hi = summary["ci95"]
+    gained, lost = summary["base_wrong_trained_right"], summary["base_right_trained_wrong"]
     return (
         f"Holdout de {summary['n']} problemas de test (mismos problemas, mismo prompt, decodificación greedy). "
         f"Base ({summary['base_label']}): {summary['base_accuracy']:.1%} de aciertos, "
         f"{summary['base_format_rate']:.0%} con el formato pedido. Entrenado: {summary['trained_accuracy']:.1%}, "
         f"{summary['trained_format_rate']:.0%} con formato. Diferencia {summary['difference']:+.1%} "
-        f"(IC 95% bootstrap [{lo:+.1%}, {hi:+.1%}]); {summary['base_wrong_trained_right']} problemas pasan de fallo a acierto y "
-        f"{summary['base_right_trained_wrong']} de acierto a fallo; McNemar exacto p = {summary['mcnemar_p']:.3g}."
+        f"(IC 95% bootstrap [{lo:+.1%}, {hi:+.1%}]); {plural(gained, 'problema pasa', 'problemas pasan')} de fallo a acierto y "
+        f"{lost} de acierto a fallo; McNemar exacto p = {summary['mcnemar_p']:.3g}."
     )

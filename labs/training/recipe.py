@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from labs.core.profiles import Profile
 from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
+from labs.core.spanish import plural
 
 
 def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
@@ -284,7 +285,8 @@ def train(trainer, profile: Profile, run: RunFolder) -> None:
     checkpoint = run.last_checkpoint()
     if checkpoint is not None:
         dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
-        print(f"[run] Continúo desde {checkpoint.name} ({dropped} pasos registrados después se repetirán).")
+        again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
+        print(f"[run] Continúo desde {checkpoint.name} ({again}).")
     run.write_status(STATE_RUNNING, checkpoint_step(checkpoint) if checkpoint else 0, profile.max_steps)
     try:
         with stop_signals_raise_keyboard_interrupt():

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from labs.core.spanish import duration_es
 from labs.vram.planner import plan as vram_plan
 from labs.vram.spec import BF16, FP32, GIB, model_spec
 
@@ -57,18 +58,28 @@ class TimePlan:
     def hours(self) -> float:
         return (self.steps * self.step_s + self.evaluation_s) / 3600
 
+    def breakdown_es(self) -> str:
+        return (
+            f"{self.steps} pasos de unos {self.step_s:.0f} s ({self.generation_s:.0f} s generando, "
+            f"{self.training_s:.0f} s entrenando) y {duration_es(self.evaluation_s)} de evaluación"
+        )
+
     def render_es(self) -> str:
         return (
-            f"{self.hours:.1f} h ({LABEL_ES}): {self.steps} pasos de unos {self.step_s:.0f} s "
+            f"{_es(self.hours)} h ({LABEL_ES}): {self.steps} pasos de unos {self.step_s:.0f} s "
             f"({self.generation_s:.0f} s generando, {self.training_s:.0f} s entrenando) y "
-            f"{self.evaluation_s / 60:.0f} min de evaluación; disco: hasta {self.checkpoint_gb:.1f} GB mientras "
-            f"entrena, {self.final_gb:.1f} GB al terminar"
+            f"{duration_es(self.evaluation_s)} de evaluación; disco: hasta {_es(self.checkpoint_gb)} GB mientras "
+            f"entrena, {_es(self.final_gb)} GB al terminar"
         )
 
 
-def _sequences_at_a_time(profile, mean_tokens: float) -> int:
+def _es(x: float) -> str:
+    return f"{x:.1f}".replace(".", ",")
+
+
+def _sequences_at_a_time(profile, mean_tokens: float, path: str = "trl") -> int:
     """How many sequences vLLM's KV cache holds at once, from the VRAM plan's KV line."""
-    vplan = vram_plan(profile, "trl", 32.0)
+    vplan = vram_plan(profile, path, 32.0)
     kv_gib = next(line.gib for line in vplan.lines if line.name.startswith("vLLM: caché KV"))
     tokens = kv_gib * GIB / model_spec(profile.model).kv_bytes_per_token()
     return max(int(tokens // mean_tokens), 1)
@@ -79,22 +90,23 @@ def decode_seconds(profile) -> float:
     return model_spec(profile.model).params * BF16 / (RTX5090_BANDWIDTH * BANDWIDTH_EFFICIENCY)
 
 
-def time_plan(profile) -> TimePlan:
-    """The planned hours and disk of one run of ``profile`` (the TRL + vLLM colocate path) on a 5090."""
+def time_plan(profile, path: str = "trl") -> TimePlan:
+    """The planned hours and disk of one run of ``profile`` on a 5090: ``path`` "trl" (L7.1, TRL + vLLM
+    colocate) or "unsloth" (L7.2; the same arithmetic with the KV cache Unsloth's Standby leaves to vLLM)."""
     spec = model_spec(profile.model)
     completion = profile.max_completion_length * MEAN_LENGTH_SHARE
-    at_once = _sequences_at_a_time(profile, PROMPT_TOKENS + completion)
+    at_once = _sequences_at_a_time(profile, PROMPT_TOKENS + completion, path)
     iterations = math.ceil(profile.generation_batch_size / at_once) * completion
     generation = iterations * decode_seconds(profile)
 
     tokens = profile.generation_batch_size * (PROMPT_TOKENS + completion)
     per_token = 2 + (2 if profile.use_lora else 4)  # forward + backward
     per_token += 2 if profile.gradient_checkpointing else 0
-    per_token += 2 if profile.beta != 0 else 0  # the reference model's forward
+    per_token += 2 if profile.beta != 0 else 0  # the reference model's forward (LoRA: adapters disabled)
     training = per_token * spec.params * tokens / (RTX5090_BF16_FLOPS * MFU)
 
     eval_completion = profile.eval_max_new_tokens * MEAN_LENGTH_SHARE
-    eval_at_once = _sequences_at_a_time(profile, PROMPT_TOKENS + eval_completion)
+    eval_at_once = _sequences_at_a_time(profile, PROMPT_TOKENS + eval_completion, path)
     evaluation = 2 * math.ceil(profile.eval_size / eval_at_once) * eval_completion * decode_seconds(profile)
 
     if profile.use_lora:

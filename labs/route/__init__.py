@@ -1,0 +1,106 @@
+"""The student's route on an RTX 5090: which notebook or command comes next, where it runs, how long.
+
+``route(profile)`` lists the steps of the course in order, from notebook 00 to the C2b self-check, each with
+where it runs (a terminal for anything that trains for hours, the notebook for what only reads or explains),
+its planned hours and disk (``labs.vram.timeplan``: planned, not measured, until someone times a 5090), and
+what to do before the next one (shut the kernel down: a vLLM engine keeps its GPU memory until its process
+ends). ``render_es(steps)`` prints them for notebook 00; the README's 5090 section tells the same route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.core.profiles import Profile, get_profile
+from labs.core.spanish import duration_es
+from labs.vram.timeplan import LABEL_ES, time_plan
+
+TERMINAL = "terminal"
+NOTEBOOK = "cuaderno"
+SHUT_DOWN_ES = (
+    "Al acabar, apaga su kernel (Kernel > Shut Down Kernel): un motor vLLM o un modelo cargado retiene la memoria "
+    "de la GPU hasta que termina su proceso, y el siguiente entrenamiento no cabría."
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    where: str  # TERMINAL or NOTEBOOK
+    what: str  # the command, or the notebook's file name
+    why: str  # Spanish: what it does
+    hours: float | None = None  # planned (labs.vram.timeplan); None: minutes, or depends on the connection
+    disk_gb: float | None = None  # planned disk it adds
+    after: str = ""  # Spanish: what to do before the next step
+
+
+def _exercise_hours(profile: Profile) -> list[tuple[str, float, float]]:
+    """(exercise, planned hours, planned disk) in the order E1, E2, E3, the shared reference counted once."""
+    from labs.exercises.variants import e1_variants, e2_variants, e3_variants
+
+    done: set[str] = set()
+    out = []
+    for name, make in (("E1", e1_variants), ("E2", e2_variants), ("E3", e3_variants)):
+        new = [v for v in make(profile, runs_root="/nonexistent", budget={}) if v.name not in done]
+        done |= {v.name for v in new}
+        plans = [time_plan(v.profile(profile)) for v in new]
+        peak = max((p.checkpoint_gb - p.final_gb for p in plans), default=0.0)  # one run trains at a time
+        out.append((name, sum(p.hours for p in plans), sum(p.final_gb for p in plans) + peak))
+    return out
+
+
+def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
+    """The course's steps on ``profile`` (the 5090's by default), in order."""
+    from labs.doctor.checks import COURSE_BACKENDS
+    from labs.doctor.downloads import downloads_for
+
+    profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    l71, l72 = time_plan(profile), time_plan(profile, "unsloth")
+    downloads = {d.name: d.bytes / 1e9 for d in downloads_for(profile, COURSE_BACKENDS) if d.from_hub}
+    first = sum(v for k, v in downloads.items() if "unsloth" not in k.lower())
+    unsloth = sum(v for k, v in downloads.items() if "unsloth" in k.lower())
+    steps = [
+        Step(TERMINAL, "make STACK=gpu setup", "instala la pila de GPU (requirements-gpu.txt) en .venv"),
+        Step(NOTEBOOK, "00_empieza_aqui.ipynb", "qué pide el curso, la primera descarga y el doctor"),
+        Step(TERMINAL, "python -m labs doctor", "comprueba controlador, torch (sm_120), versiones, disco, hub y wandb"),
+        Step(TERMINAL, "python -m labs rehearse", "ensayo de unos 10 minutos de todo el recorrido en tu GPU, antes de las horas de verdad"),
+        Step(NOTEBOOK, "L6_de_policy_gradient_a_grpo.ipynb", "la teoría: de policy gradient a GRPO (minutos, sin GPU)"),
+        Step(TERMINAL, f"python -m labs l71 --profile {profile.name}", f"lab L7.1: GRPO con TRL y vLLM; {l71.breakdown_es()}",
+             l71.hours, l71.checkpoint_gb + first, f"La primera vez descarga el modelo (unos {_gb(first)} GB, incluidos en el disco de arriba)."),
+        Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "la receta paso a paso; lee el run de la terminal sin entrenar",
+             after=SHUT_DOWN_ES),
+        Step(TERMINAL, f"python -m labs vram --profile {profile.name}", "el plan de memoria de las dos rutas (segundos)"),
+        Step(TERMINAL, f"python -m labs l72 --profile {profile.name}", f"lab L7.2: Unsloth con Standby; {l72.breakdown_es()}",
+             l72.hours, l72.checkpoint_gb + unsloth, f"La primera vez descarga la copia de Unsloth del modelo (como mucho {_gb(unsloth)} GB, incluidos)." if unsloth else ""),
+        Step(NOTEBOOK, "L7_2_unsloth_standby.ipynb", "Unsloth paso a paso y la comparación con L7.1; reutiliza el run terminado",
+             after=SHUT_DOWN_ES),
+    ]
+    notebooks = {"E1": "E1_tamano_de_grupo.ipynb", "E2": "E2_reward_hacking.ipynb", "E3": "E3_peso_kl.ipynb"}
+    for name, hours, disk in _exercise_hours(profile):
+        steps.append(Step(TERMINAL, f"python -m labs sweep {name} --profile {profile.name}",
+                          f"las ejecuciones del ejercicio {name}, una tras otra (reanudable)", hours, disk))
+        steps.append(Step(NOTEBOOK, notebooks[name], f"lee las ejecuciones de {name} y las compara",
+                          after=SHUT_DOWN_ES if name == "E3" else ""))
+    steps.append(Step(NOTEBOOK, "C2b_rubrica.ipynb", "autoevaluación con el evaluador del instructor y tus explicaciones"))
+    return steps
+
+
+def _gb(x: float) -> str:
+    return f"{x:.1f}".replace(".", ",")
+
+
+def render_es(steps: list[Step]) -> str:
+    lines = []
+    for i, s in enumerate(steps, start=1):
+        cost = []
+        if s.hours is not None:
+            cost.append(f"{duration_es(s.hours * 3600)} ({LABEL_ES})")
+        if s.disk_gb is not None:
+            cost.append(f"disco: hasta {_gb(s.disk_gb)} GB")
+        head = f"{i:>2}. [{s.where}] {s.what}"
+        lines.append(head + (f"  —  {'; '.join(cost)}" if cost else ""))
+        lines.append(f"      {s.why}")
+        if s.after:
+            lines.append(f"      {s.after}")
+    total = sum(s.hours for s in steps if s.hours is not None)
+    lines.append(f"\nTotal de los entrenamientos en la GPU: unas {duration_es(total * 3600)} ({LABEL_ES}).")
+    return "\n".join(lines)

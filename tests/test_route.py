@@ -1,0 +1,48 @@
+"""The student's route on a 5090: order, where each step runs, planned hours and disk labelled as planned."""
+
+import pytest
+
+from labs.core.profiles import get_profile
+from labs.route import NOTEBOOK, TERMINAL, render_es, route
+from labs.vram.timeplan import LABEL_ES, time_plan
+
+
+@pytest.fixture(scope="module")
+def steps():
+    return route()
+
+
+def position(steps, text):
+    return next(i for i, s in enumerate(steps) if text in s.what)
+
+
+def test_the_order_of_the_route(steps):
+    assert position(steps, "labs rehearse") == position(steps, "labs doctor") + 1  # the rehearsal right after the doctor
+    assert position(steps, "00_empieza") < position(steps, "labs doctor") < position(steps, "labs l71")
+    assert position(steps, "labs l71") < position(steps, "L7_1_") < position(steps, "labs l72") < position(steps, "L7_2_")
+    for name, notebook in (("E1", "E1_"), ("E2", "E2_"), ("E3", "E3_")):
+        assert position(steps, f"labs sweep {name}") < position(steps, notebook)
+    assert steps[-1].what == "C2b_rubrica.ipynb"
+
+
+def test_what_trains_runs_in_a_terminal_and_notebooks_only_read(steps):
+    for s in steps:
+        if s.hours is not None:
+            assert s.where == TERMINAL and s.hours > 0.5, s
+        if s.what.endswith(".ipynb"):
+            assert s.where == NOTEBOOK and s.hours is None
+    gpu = get_profile("rtx5090")
+    l71 = steps[position(steps, "labs l71")]
+    assert l71.hours == pytest.approx(time_plan(gpu).hours)
+    assert l71.disk_gb > time_plan(gpu).checkpoint_gb  # plus the first download of the model
+
+
+def test_kernels_that_hold_the_gpu_are_shut_down(steps):
+    for notebook in ("L7_1_", "L7_2_", "E3_"):
+        assert "Shut Down Kernel" in steps[position(steps, notebook)].after
+
+
+def test_the_rendered_route_labels_every_figure_as_planned(steps):
+    text = render_es(steps)
+    assert text.count(LABEL_ES) == sum(s.hours is not None for s in steps) + 1  # each step and the total
+    assert "python -m labs rehearse" in text and "[terminal] python -m labs sweep E2 --profile rtx5090" in text
