@@ -80,7 +80,7 @@ def test_bootstrap_interval_narrows_with_more_problems():
 
 @pytest.mark.parametrize("share,expected", [(0.10, 312), (0.15, 469), (0.25, 783)])
 def test_sample_size_reproduces_the_notes_power_figures(share, expected):
-    # shared/notes/rewards-facts.md: +5 points at 80 % power needs about 312 / 469 / 783 problems
+    # labs/grading/RUBRIC.md's table: +5 points at 80 % power needs about 312 / 469 / 783 problems
     assert stats.mcnemar_sample_size(share, 0.05) == expected
 
 

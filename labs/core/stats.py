@@ -199,7 +199,7 @@ def paired_comparison(
 
 
 # --------------------------------------------------------------------------------------------------
-# power of the paired test (the figures quoted in shared/notes/rewards-facts.md)
+# power of the paired test (Connor 1987's normal approximation; labs/grading/RUBRIC.md tabulates it)
 # --------------------------------------------------------------------------------------------------
 
 

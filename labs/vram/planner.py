@@ -10,8 +10,8 @@ does not fit.
   activations and CUDA graphs, and the KV cache in whatever is left.
 * ``unsloth``: one copy of the weights (4-bit NF4 or bf16) shared by vLLM and training. With Standby,
   vLLM's KV cache is freed while the training step runs, so the peak is the larger of the two phases,
-  not their sum; Unsloth then picks the vLLM fraction itself (about 0.855 of a 32 GB card, see
-  ``shared/notes/stack.md``). Unsloth's gradient checkpointing keeps one layer's activations on the GPU
+  not their sum; Unsloth then picks the vLLM fraction itself (0.855 of a 32 GB card: the rule of the
+  pinned unsloth_zoo, which ``labs.l72.memory.standby_target_fraction`` reproduces and its tests check). Unsloth's gradient checkpointing keeps one layer's activations on the GPU
   (the layer boundaries go to host RAM) and its GRPO loss computes logits one sequence at a time.
 
 ``per_device_train_batch_size`` counts completions in TRL 1.x, so it (not ``num_generations``) sets the
@@ -33,7 +33,7 @@ CUDA_CONTEXT_GIB = 1.0  # fixed guess: CUDA context, kernels, allocator fragment
 # vLLM's own activations, non-torch memory and CUDA graphs: 0.88 + 0.03 + 0.34 GiB for Qwen3-4B in
 # Unsloth's published Qwen3_(4B)-GRPO notebook log (T4); 0.74 + 0.03 + 0.59 GiB for Llama-3.1-8B.
 VLLM_OVERHEAD_GIB = 1.25
-STANDBY_UTILIZATION = 0.855  # what Unsloth picks under Standby on a 32 GB card (shared/notes/stack.md)
+STANDBY_UTILIZATION = 0.855  # what Unsloth picks under Standby on a 32 GB card (labs.l72.memory: 0.9 x 0.95)
 KV_BLOCK_TOKENS = 16
 
 
