@@ -28,6 +28,7 @@ print("[INFO] ruido de wandb", flush=True)
 print("[W1129 12:17:01.712152365 utils.cpp:68] Warning: ruido de torch", flush=True)
 print("[qué observar] una línea del curso", flush=True)
 print("[run] empiezo " + name, flush=True)
+print("[paso 1/2] recompensa 0.5 · corrección 0 · formato 0.25", flush=True)
 assert os.environ["COURSE_RUNS"] == os.path.dirname(run_dir), os.environ["COURSE_RUNS"]
 assert int(os.environ["MASTER_PORT"]) > 0  # each child gets a port of its own for torch.distributed
 def status(state, **extra):
@@ -220,6 +221,7 @@ def test_course_lines_are_shown_and_library_noise_is_not(env):
     sweep.run_sweep(variants("a-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=lines.append)
     assert any("[run] empiezo a-ci" in line for line in lines)
     assert any("[qué observar] una línea del curso" in line for line in lines)
+    assert any("[paso 1/2] recompensa 0.5" in line for line in lines)  # the training display, step by step
     assert not any("ruido" in line for line in lines)
     everything = []
     sweep.run_sweep(variants("b-ci"), "ci", runs_root=root, command_for=fake(root, marker, {}), echo=everything.append, show="all")

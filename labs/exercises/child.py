@@ -23,9 +23,9 @@ from labs.exercises.variant import SweepError
 
 TAIL_LINES = 25
 
-# Lines the lab prints for the student: "[run] ...", "[eval] ...", "[qué observar] ...", "ERROR: ...";
+# Lines the lab prints for the student: "[run] ...", "[eval] ...", "[paso 3/150] ...", "[qué observar] ...", "ERROR: ...";
 # the course's tags are lower-case words, unlike the libraries' "[INFO]" or "[W1129 12:17:01 utils.cpp:68]".
-_COURSE_LINE = re.compile(r"^\s*(\[[a-záéíóúüñ ]{2,24}\]|ERROR\b|AVISO\b)")
+_COURSE_LINE = re.compile(r"^\s*(\[[a-záéíóúüñ][a-záéíóúüñ0-9/ ]{1,23}\]|ERROR\b|AVISO\b)")
 
 
 def _course_segments(line: str) -> list[str]:
