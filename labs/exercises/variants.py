@@ -143,7 +143,8 @@ def profile_for(profile: Profile, budget: dict | None = None, runs_root=None) ->
 
 
 def lab_run_names(profile: Profile) -> tuple[str, ...]:
-    """Where lab L7.1 leaves its run on this profile: the command line's and the notebook's default names."""
+    """Where lab L7.1 leaves its run on this profile: the name the terminal and the notebook share, and the
+    notebook's own name in earlier versions of the course (a student's finished run there still counts)."""
     return (f"l71-{profile.name}", f"l71-notebook-{profile.name}")
 
 
