@@ -125,11 +125,16 @@ VLLM_CPU_NOISE = (
     "Skipping automatic NUMA binding",
     "User lacks permission to set NUMA memory policy",
     "is not found in LD_PRELOAD",
+    "Triton not available, find_triton_kernels",  # torch, when vLLM's CPU engine registers its kernels
 )
 # The vLLM modules that log them (``init_logger(__name__)``).
 VLLM_NOISY_LOGGERS = (
     "vllm.platforms.cpu", "vllm.triton_utils.importing", "vllm.v1.worker.cpu_worker", "vllm.utils.numa_utils",
+    "torch._library.triton",
 )
+# vLLM's CPU engine binds its memory to a NUMA node through a C++ op that warns on stderr (TORCH_WARN,
+# not Python logging): ``quiet_numa_binding`` drops that one line and passes the rest of stderr through.
+NUMA_BINDING_NOTE = "NUMA binding: Using MEMBIND policy"
 QUIET_LINE_ES = (
     "[avisos] Oculto avisos de otras librerías que no piden nada: el de TRL sobre el rango de versiones de vLLM "
     "(vllm-cpu {version} es la versión fijada y probada del curso; python -m labs doctor la comprueba) y los de vLLM "
@@ -169,4 +174,45 @@ def quiet_third_party(echo=print) -> bool:
     for name in VLLM_NOISY_LOGGERS:  # on the loggers themselves: vLLM may rebuild its handlers later
         logging.getLogger(name).addFilter(noise)
     echo(QUIET_LINE_ES.format(version=version))
+    return True
+
+
+def quiet_numa_binding() -> bool:
+    """Wrap vLLM's CPU op ``init_cpu_memory_env`` so its NUMA-binding note is dropped (True if wrapped now).
+
+    The op writes the note from C++ straight to file descriptor 2; while it runs, stderr goes to a
+    temporary file, and afterwards every line but that note is written back to stderr.
+    """
+    if vllm_cpu_version() is None:
+        return False
+    import os
+    import sys
+    import tempfile
+
+    import torch
+    import vllm._C  # noqa: F401  registers torch.ops._C.*
+
+    original = torch.ops._C.init_cpu_memory_env
+    if getattr(original, "_course_quiet", False):
+        return False
+
+    def init_cpu_memory_env(*args, **kwargs):
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                kept = [line for line in captured.read().decode(errors="replace").splitlines(keepends=True)
+                        if NUMA_BINDING_NOTE not in line]
+                if kept:
+                    sys.stderr.write("".join(kept))
+                    sys.stderr.flush()
+
+    init_cpu_memory_env._course_quiet = True
+    torch.ops._C.init_cpu_memory_env = init_cpu_memory_env
     return True

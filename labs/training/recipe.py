@@ -235,6 +235,8 @@ def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_da
         from labs.training import vllm_cpu_shim
 
         vllm_cpu_shim.apply()  # no-op unless vLLM runs on its CPU back-end
+        if vllm_cpu_shim.is_applied():
+            console.quiet_numa_binding()  # the CPU engine's NUMA note (C++ on stderr), once
     if "wandb" in profile.report_to:
         # Offline unless the student chose otherwise: no account needed, `wandb sync` uploads later.
         os.environ.setdefault("WANDB_MODE", "offline")
