@@ -122,24 +122,26 @@ def test_turn_end_token_is_the_chat_templates(tmp_path):
 
 
 @pytest.mark.slow
-def test_lora_format_pass_saves_a_merged_checkpoint_that_stops_at_the_turn_end(tmp_path, monkeypatch):
-    """The GPU path of the pass (LoRA, merge, end-of-turn token) run on CPU with a base-like tokenizer."""
+@pytest.mark.parametrize("use_lora", [True, False])
+def test_format_pass_saves_a_plain_checkpoint_that_stops_at_the_turn_end(tmp_path, monkeypatch, use_lora):
+    """The GPU path of the pass (LoRA, merge, end-of-turn token) run on CPU with a base-like tokenizer, and the
+    full fine-tune of the CPU profiles."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     base = _base_like_copy(tmp_path)
-    profile = get_profile("ci").replace(use_lora=True, lora_r=4, lora_alpha=8, format_pass_examples=4, format_pass_epochs=1)
+    profile = get_profile("ci").replace(use_lora=use_lora, lora_r=4, lora_alpha=8, format_pass_examples=4, format_pass_epochs=1)
     rows = course_data.course_splits(profile)["format"]
     primed = format_pass.prime(str(base), profile, rows)
     assert not (primed / "adapter_config.json").exists()  # merged: GRPO and vLLM load it as a plain model
     record = json.loads((primed / format_pass.COMPLETE_MARKER).read_text())
-    assert record["lora_merged"] is True and record["eos_token"] == "<|im_end|>"
+    assert record["lora_merged"] is use_lora and record["eos_token"] == "<|im_end|>"
     tokenizer = AutoTokenizer.from_pretrained(primed)
     assert tokenizer.eos_token == "<|im_end|>"
     eos = GenerationConfig.from_pretrained(primed).eos_token_id
     assert tokenizer.eos_token_id in (eos if isinstance(eos, list) else [eos])
     before = AutoModelForCausalLM.from_pretrained(base).model.layers[0].self_attn.q_proj.weight
     after = AutoModelForCausalLM.from_pretrained(primed).model.layers[0].self_attn.q_proj.weight
-    assert torch.max(torch.abs(after - before)).item() > 0  # the adapter's update is in the weights
+    assert torch.max(torch.abs(after - before)).item() > 0  # the pass's update (the merged adapter's) is in the weights

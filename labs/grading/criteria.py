@@ -198,9 +198,9 @@ def holdout(data: RunData, checked: Holdout | None = None) -> Criterion:
     )
     best = ceiling.highest_base_with_room(dg.MIN_DISCORDANT_SHARE, dg.MIN_GAIN)
     c.threshold += (
-        f" Margen: ese «no cumple» exige que el modelo base falle al menos el (cambios + {dg.MIN_GAIN * 100:.0f}) / 2 "
-        f"de los problemas (el {(1 - best) * 100:.1f} % con un {dg.MIN_DISCORDANT_SHARE:.0%} de cambios: precisión base "
-        f"como mucho del {best * 100:.1f} %); con menos margen un resultado plano no se puede determinar."
+        f" Margen: ese «no cumple» exige que el modelo base falle al menos (cambios + {dg.MIN_GAIN * 100:.0f} puntos) / 2 "
+        f"de los problemas (el {(1 - best) * 100:.1f} % con un {dg.MIN_DISCORDANT_SHARE:.0%} de cambios, es decir, precisión "
+        f"base como mucho del {best * 100:.1f} %); con menos margen, un resultado plano no se puede determinar."
     )
     checked = checked or check_holdout(data)
     c.notes.extend(checked.notes)
