@@ -145,3 +145,15 @@ def test_format_pass_saves_a_plain_checkpoint_that_stops_at_the_turn_end(tmp_pat
     before = AutoModelForCausalLM.from_pretrained(base).model.layers[0].self_attn.q_proj.weight
     after = AutoModelForCausalLM.from_pretrained(primed).model.layers[0].self_attn.q_proj.weight
     assert torch.max(torch.abs(after - before)).item() > 0  # the pass's update (the merged adapter's) is in the weights
+
+
+def test_doctor_judges_a_good_5090_for_the_base_profile():
+    from labs.doctor import OK, evaluate
+    from labs.doctor import checks as C
+
+    doctor_data = Path(__file__).parent / "data" / "doctor"
+    record = json.loads((doctor_data / "rtx5090_good.json").read_text(encoding="utf-8"))
+    checks = {c.name: c for c in evaluate(record, BASE)}
+    assert "unsloth/Qwen3-4B-Base" in checks[C.MODEL].detail and "8.0 GB" in checks[C.MODEL].detail
+    assert "pase de formato" in checks[C.DISK].detail
+    assert all(c.level == OK or c.fix_es.strip() for c in checks.values())
