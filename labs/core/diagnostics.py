@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labs.core import stats
+from labs.core import ceiling, stats
 from labs.core.spanish import plural
 from labs.core.metrics import (  # re-exported: notebooks and the grader read series through here
     CORRECTNESS,
@@ -124,6 +124,20 @@ def rising(s: Series | None, key: str | None = None, label: str | None = None, a
     )
 
 
+def length_rising(metrics, max_completion_length=None) -> Finding:
+    """``rising`` for the mean length, "cannot tell" when the first steps leave it no room to grow.
+
+    A rise is a rise wherever it starts; a flat curve whose first steps already fill
+    ``labs.core.ceiling.LENGTH_FULL_SHARE`` of ``max_completion_length`` says nothing (None).
+    """
+    finding = rising(series(metrics, LENGTH), key="length_rising")
+    room = ceiling.length_room(finding.evidence.get("first_mean"), max_completion_length)
+    if finding.holds is False and room is not None and not room["has_room"]:
+        evidence = {**finding.evidence, "length_room": room}
+        return Finding(finding.key, None, f"{finding.message} {ceiling.length_no_room_sentence(room)}", evidence=evidence)
+    return finding
+
+
 def kl_bounded(metrics, bound: float = KL_BOUND) -> Finding:
     """Whether the KL stayed under ``bound`` (rolling mean over blocks of steps) and was always finite."""
     s = series(metrics, KL)
@@ -217,6 +231,9 @@ def holdout_gain(summary: dict | None, alpha: float = stats.ALPHA) -> Finding:
         "n_needed": needed,
         "detectable_difference": detectable,
         "min_gain": MIN_GAIN,
+        "assumed_share": assumed_share,
+        "max_gain": ceiling.max_gain(base_acc),
+        "wrong_share_needed": ceiling.wrong_share_needed(assumed_share, MIN_GAIN),
     }
     numbers = (
         f"precisión base {base_acc:.1%} y entrenado {trained_acc:.1%} en {n} problemas, diferencia "
@@ -227,6 +244,8 @@ def holdout_gain(summary: dict | None, alpha: float = stats.ALPHA) -> Finding:
         return Finding(key, True, f"La precisión en el holdout mejoró de forma medible: {numbers}.", evidence=evidence)
     if p < alpha:
         return Finding(key, False, f"La precisión en el holdout empeoró de forma medible: {numbers}.", warning=True, evidence=evidence)
+    if n >= needed and not ceiling.holdout_has_room(base_acc, assumed_share, MIN_GAIN):
+        return Finding(key, None, f"No se puede saber si mejoró la precisión: {numbers}. {ceiling.no_room_sentence(evidence)}", evidence=evidence)
     if n >= needed:
         return Finding(
             key,
@@ -338,11 +357,14 @@ def zero_std_groups(metrics) -> Finding:
     return Finding(key, False, f"Al final, el {last:.0%} de los grupos no tuvo variación de recompensa; el resto aporta señal.", evidence=evidence)
 
 
-def what_to_watch(metrics, eval_summary: dict | None = None) -> list[Finding]:
-    """Lesson 7.5's checks, in order, computed from the run's own numbers (Spanish messages)."""
+def what_to_watch(metrics, eval_summary: dict | None = None, max_completion_length=None) -> list[Finding]:
+    """Lesson 7.5's checks, in order, computed from the run's own numbers (Spanish messages).
+
+    ``max_completion_length`` (the run's profile) lets the length check say when it had no room to grow.
+    """
     findings = [
         rising(series(metrics, REWARD), key="reward_rising"),
-        rising(series(metrics, LENGTH), key="length_rising"),
+        length_rising(metrics, max_completion_length),
         rising(correctness_series(metrics), key="correctness_rising", label=LABELS[CORRECTNESS]),
         kl_bounded(metrics),
         detect_format_hacking(metrics, eval_summary),

@@ -191,7 +191,35 @@ CI = CPU.replace(
     eval_max_new_tokens=64,
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (CPU, CI, RTX5090)}
+# The same 5090 run from a base model, as Unsloth's own Qwen3 (4B) GRPO notebook does it
+# (github.com/unslothai/notebooks, nb/Qwen3_(4B)-GRPO.ipynb): unsloth/Qwen3-4B-Base, a short supervised pass
+# that teaches the output format, then GRPO with LoRA r=32, alpha=64 at learning rate 5e-6. The lesson's
+# instruct model already reasons step by step and is strong on GSM8K, so its accuracy and its length may
+# have little room to grow; a base model primed only with the format starts short (GSM8K's worked solutions)
+# and with errors to fix, which is where R1-Zero's rising length was seen (arXiv 2501.12948, Fig. 3).
+# Everything else is the lesson's rtx5090 recipe (G, batch, lengths, steps, beta, vLLM colocate).
+GSM8K_TRAIN_SIZE = 7473
+RTX5090_BASE = RTX5090.replace(
+    name="rtx5090-base",
+    description=(
+        "El fenómeno en una RTX 5090 con la receta de Unsloth: unsloth/Qwen3-4B-Base, un pase supervisado de "
+        "formato (64 ejemplos, LoRA) y GRPO con LoRA r=32 a 5e-6; el resto, como rtx5090. Un modelo base deja "
+        "margen para que suban la precisión y la longitud."
+    ),
+    model="unsloth/Qwen3-4B-Base",
+    unsloth_model="unsloth/Qwen3-4B-Base",
+    train_size=GSM8K_TRAIN_SIZE - 64,  # the format pass's 64 examples come out of the same train split
+    learning_rate=5e-6,  # Unsloth's GRPO notebook for this model, with LoRA
+    lora_r=32,
+    lora_alpha=64,
+    format_pass=True,
+    format_pass_examples=64,  # Unsloth primes with 59 examples for 2 epochs
+    format_pass_epochs=2,
+    format_pass_learning_rate=2e-4,  # Unsloth's SFT rate for the LoRA format pass
+    load_in_4bit=False,  # Unsloth's recipe trains 16-bit LoRA
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (CPU, CI, RTX5090, RTX5090_BASE)}
 
 
 def cuda_available() -> bool:

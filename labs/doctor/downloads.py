@@ -22,6 +22,9 @@ MODEL_BYTES = {
     # Unsloth's copy holds the same bf16 weights; with load_in_4bit it may fetch a smaller
     # pre-quantised repo instead, so this is an upper bound.
     "unsloth/Qwen3-4B-Instruct-2507": QWEN3_4B_BF16_BYTES,
+    # Qwen3-4B-Base (profile rtx5090-base): the same architecture and parameter count (labs.vram.spec), bf16.
+    "unsloth/Qwen3-4B-Base": QWEN3_4B_BF16_BYTES,
+    "Qwen/Qwen3-4B-Base": QWEN3_4B_BF16_BYTES,
     # SmolLM2-135M-Instruct converted from the bundled GGUF to float32 (538 MB measured, stack.md).
     BUNDLED_MODEL: 538e6,
 }
@@ -59,6 +62,10 @@ def downloads_for(profile: Profile, backends: tuple[str, ...]) -> list[Download]
             result.append(Download(name, COURSE_CACHE, MODEL_BYTES[name], from_hub=False))
         elif is_hub_id(name):
             result.append(Download(name, HF_CACHE, MODEL_BYTES.get(name), from_hub=True))
+    if profile.format_pass and is_hub_id(profile.model):
+        # The format pass writes a full checkpoint of the model (bf16, the LoRA merged in) to the course
+        # cache once (labs.training.format_pass); counted until a probe can tell it is there.
+        result.append(Download(f"{profile.model} + pase de formato", COURSE_CACHE, MODEL_BYTES.get(profile.model), from_hub=False))
     return result
 
 

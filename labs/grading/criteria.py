@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from labs.core import ceiling
 from labs.core import diagnostics as dg
 from labs.core import runfolder as rf
 from labs.core import stats
@@ -156,12 +157,19 @@ def curves(data: RunData) -> Criterion:
             f"pasos mayor que la del primero; al menos {stats.MIN_TREND_POINTS} pasos registrados."
         ),
     )
+    c.threshold += (
+        f" Si la longitud no sube y la media de los primeros pasos ya llenaba el {ceiling.LENGTH_FULL_SHARE:.0%} de "
+        "max_completion_length, no se puede determinar: no tenía margen para crecer."
+    )
     if not data.metrics:
         c.reasons.extend(data.problems_for("metrics") or [f"No se pueden evaluar las curvas porque {rf.METRICS_JSONL} está vacío."])
         return c
     checks: list = []
     for key, label in ((dg.REWARD, dg.LABELS[dg.REWARD]), (dg.LENGTH, dg.LABELS[dg.LENGTH])):
-        finding = dg.rising(dg.series(data.metrics, key), key=key, label=label)
+        if key == dg.LENGTH:  # a curve that starts at the completion limit has no room to rise
+            finding = dg.length_rising(data.metrics, find_value(data.run, "max_completion_length"))
+        else:
+            finding = dg.rising(dg.series(data.metrics, key), key=key, label=label)
         _add(c, finding, checks)
         t = finding.evidence
         short = "reward" if key == dg.REWARD else "length"
@@ -188,6 +196,12 @@ def holdout(data: RunData, checked: Holdout | None = None) -> Criterion:
             f"y el holdout tenía un 80 % de potencia para detectar +{dg.MIN_GAIN * 100:.0f} puntos (con al menos un "
             f"{dg.MIN_DISCORDANT_SHARE:.0%} de respuestas que cambian). Con menos problemas: no se puede determinar."
         ),
+    )
+    best = ceiling.highest_base_with_room(dg.MIN_DISCORDANT_SHARE, dg.MIN_GAIN)
+    c.threshold += (
+        f" Margen: ese «no cumple» exige que el modelo base falle al menos (cambios + {dg.MIN_GAIN * 100:.0f} puntos) / 2 "
+        f"de los problemas (el {(1 - best) * 100:.1f} % con un {dg.MIN_DISCORDANT_SHARE:.0%} de cambios, es decir, precisión "
+        f"base como mucho del {best * 100:.1f} %); con menos margen, un resultado plano no se puede determinar."
     )
     checked = checked or check_holdout(data)
     c.notes.extend(checked.notes)

@@ -76,7 +76,7 @@ def _evaluate(data: RunData, notebook: dict | None) -> RunGrade:
         run_dir=data.root,
         data=data,
         criteria=criteria,
-        findings=dg.what_to_watch(data.metrics, summary) if data.metrics else [],
+        findings=dg.what_to_watch(data.metrics, summary, find_value(data.run, "max_completion_length")) if data.metrics else [],
         hacking=dg.detect_format_hacking(data.metrics, summary) if data.metrics else None,
         holdout=summary,
         own_rewards=[n for n in criteria[3].values.get("reward_functions", []) if n not in cr.COURSE_REWARDS],

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from labs.core import diagnostics
-from labs.core.runfolder import EVAL_SUMMARY, RunFolder, read_json
+from labs.core.runfolder import EVAL_SUMMARY, RUN_JSON, RunFolder, read_json
 
 TRAINING_PNG = "training.png"
 GRADING_DIR = "grading"
@@ -42,9 +42,19 @@ def eval_summary(run: RunFolder) -> dict | None:
         return None
 
 
+def max_completion_length(run: RunFolder):
+    """The run's completion budget from run.json (None when the file or the field is missing)."""
+    try:
+        record = read_json(run.path(RUN_JSON))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    profile = record.get("profile") if isinstance(record, dict) else None
+    return profile.get("max_completion_length") if isinstance(profile, dict) else None
+
+
 def what_to_watch(run: RunFolder):
     """Lesson 7.5's checks computed from this run's own numbers (labs.core.diagnostics)."""
-    return diagnostics.what_to_watch(run.metrics(), eval_summary(run))
+    return diagnostics.what_to_watch(run.metrics(), eval_summary(run), max_completion_length(run))
 
 
 def what_to_watch_lines(run: RunFolder) -> list[str]:

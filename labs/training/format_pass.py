@@ -7,6 +7,15 @@ rewritten in that format, teaches the format (not the arithmetic); after it, gro
 has a signal. The examples come from GSM8K's train split and are disjoint from the GRPO prompts and
 from the test-split holdout (labs.training.data.course_splits).
 
+The same pass serves a base model on a GPU (the ``rtx5090-base`` profile, Unsloth's Qwen3-4B-Base
+recipe). Three things make that work: the model loads in bf16 when the profile trains in bf16 (TRL's
+``SFTTrainer`` loads a model given by name in float32 otherwise); with ``use_lora`` the pass trains a
+LoRA adapter (``labs.training.recipe.lora_config``) and saves it merged into the weights, so GRPO, vLLM
+and the evaluation load an ordinary checkpoint (a full fine-tune of a 4B model with AdamW does not fit
+in 32 GB); and the end of the assistant turn in the chat template (``<|im_end|>`` in Qwen's) becomes
+the checkpoint's end-of-sequence token when the tokenizer names another one (a base model's tokenizer
+says ``<|endoftext|>``), so generation stops where the pass taught the model to stop.
+
 The primed checkpoint is cached by a key of everything that determines it, written beside its final
 place and renamed when complete, so the main job pays for it once and a crash never leaves a folder
 that a later run would trust.
@@ -57,6 +66,8 @@ def cache_key(base_model: str, profile: Profile, rows: list[dict]) -> str:
         "seed": profile.seed,
         "max_length": profile.max_seq_length,
     }
+    if profile.use_lora:  # only profiles with LoRA add these, so the CPU profiles' caches stay valid
+        identity.update(lora=[profile.lora_r, profile.lora_alpha, list(profile.lora_targets)], bf16=profile.bf16)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -78,13 +89,56 @@ def prime(base_model: str, profile: Profile, rows: list[dict]) -> Path:
     return target
 
 
+def turn_end_token(tokenizer) -> str | None:
+    """The special token the chat template writes right after an assistant message (None if none)."""
+    marker = "FORMATPASSMARKER"
+    messages = [{"role": "user", "content": "1+1"}, {"role": "assistant", "content": marker}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    after = text.rsplit(marker, 1)[-1]
+    special = set(tokenizer.all_special_tokens) | {
+        t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)
+    }
+    for token in tokenizer.convert_ids_to_tokens(tokenizer(after, add_special_tokens=False)["input_ids"]):
+        if token in special:
+            return token
+    return None
+
+
+def sft_config_kwargs(profile: Profile, output_dir: str, eos_token: str | None = None) -> dict:
+    """Every keyword the format pass passes to ``trl.SFTConfig`` (the drift guard checks them)."""
+    return dict(
+        output_dir=output_dir,
+        num_train_epochs=profile.format_pass_epochs,
+        learning_rate=profile.format_pass_learning_rate,
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=1,
+        max_length=profile.max_seq_length,
+        use_cpu=profile.use_cpu,
+        bf16=profile.bf16,
+        gradient_checkpointing=profile.gradient_checkpointing,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=profile.seed,
+        # A model given by name loads in float32 unless told otherwise: twice the memory of bf16.
+        model_init_kwargs={"dtype": "bfloat16"} if profile.bf16 else None,
+        eos_token=eos_token,
+    )
+
+
 def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) -> None:
     import time
 
     from datasets import Dataset
+    from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     from labs.training import console
+    from labs.training.recipe import lora_config
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model)
+    turn_end = turn_end_token(tokenizer)
+    eos_token = turn_end if turn_end and turn_end != tokenizer.eos_token else None
 
     with staged_folder(target) as staging:
         start = time.perf_counter()
@@ -92,32 +146,29 @@ def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) ->
             f"[formato] Pase supervisado de formato: {len(rows)} ejemplos x "
             f"{profile.format_pass_epochs} épocas (solo se hace una vez; queda en caché)."
         )
-        config = SFTConfig(
-            output_dir=str(staging / "trainer"),
-            num_train_epochs=profile.format_pass_epochs,
-            learning_rate=profile.format_pass_learning_rate,
-            per_device_train_batch_size=8,
-            gradient_accumulation_steps=1,
-            max_length=profile.max_seq_length,
-            use_cpu=profile.use_cpu,
-            bf16=profile.bf16,
-            gradient_checkpointing=profile.gradient_checkpointing,
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[],
-            seed=profile.seed,
+        config = SFTConfig(**sft_config_kwargs(profile, str(staging / "trainer"), eos_token))
+        trainer = SFTTrainer(
+            model=base_model,
+            args=config,
+            train_dataset=Dataset.from_list(sft_rows(rows)),
+            processing_class=tokenizer,
+            peft_config=lora_config(profile) if profile.use_lora else None,
         )
-        trainer = SFTTrainer(model=base_model, args=config, train_dataset=Dataset.from_list(sft_rows(rows)))
         steps = -(-len(rows) // config.per_device_train_batch_size) * profile.format_pass_epochs
         console.use_step_lines(trainer, steps, line=console.format_pass_line)
         result = trainer.train()
-        trainer.save_model(str(staging))
+        if profile.use_lora:  # GRPO, vLLM and the evaluation load an ordinary checkpoint
+            trainer.model.merge_and_unload().save_pretrained(str(staging))
+        else:
+            trainer.save_model(str(staging))
         trainer.processing_class.save_pretrained(str(staging))
         shutil.rmtree(staging / "trainer", ignore_errors=True)
         (staging / COMPLETE_MARKER).write_text(
             json.dumps(
                 {
                     "base_model": base_model,
+                    "lora_merged": profile.use_lora,
+                    "eos_token": trainer.processing_class.eos_token,
                     "examples": len(rows),
                     "epochs": profile.format_pass_epochs,
                     "train_loss": result.training_loss,
@@ -126,3 +177,16 @@ def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) ->
                 indent=2,
             )
         )
+    del trainer
+    _release_memory()
+
+
+def _release_memory() -> None:
+    """Give the pass's GPU memory back before GRPO loads its model and vLLM measures what is free."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

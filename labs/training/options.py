@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from labs.core.profiles import Profile, parse_override
+from labs.core.profiles import PROFILES, Profile, parse_override
 from labs.training import preflight
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every lab's command line shares: profile, run folder, fresh start, overrides."""
-    parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
+    names = ", ".join(PROFILES)
+    parser.add_argument("--profile", help=f"{names} (por defecto: COURSE_PROFILE o autodetección)")
     parser.add_argument("--run-name", help="nombre de la carpeta del run (mismo nombre = continuar)")
     parser.add_argument("--fresh", action="store_true", help="empezar un run nuevo en otra carpeta")
     add_set_argument(parser)

@@ -253,6 +253,13 @@ def grpo_config_fields(trl_version: str, transformers_version: str) -> frozenset
 
 
 @lru_cache(maxsize=None)
+def sft_config_fields(trl_version: str, transformers_version: str) -> frozenset[str]:
+    """Keywords ``trl.SFTConfig`` (the format pass) accepts in ``trl_version`` on top of ``transformers_version``."""
+    pins = {"transformers": transformers_version}
+    return frozenset(dataclass_fields("trl", trl_version, "trl/trainer/sft_config.py", "SFTConfig", pins))
+
+
+@lru_cache(maxsize=None)
 def lora_config_fields(peft_version: str) -> frozenset[str]:
     return frozenset(dataclass_fields("peft", peft_version, "peft/tuners/lora/config.py", "LoraConfig", {}))
 

@@ -9,11 +9,11 @@ def main(argv: list[str] | None = None) -> int:
     """Print the plan of a profile; exit status 1 when it does not fit, so scripts can stop early."""
     import argparse
 
-    from labs.core.profiles import get_profile, parse_override
+    from labs.core.profiles import PROFILES, get_profile, parse_override
 
     parser = argparse.ArgumentParser(prog="python -m labs vram",
                                      description="Plan de VRAM antes de cargar nada (estimación).")
-    parser.add_argument("--profile", help="perfil (cpu, ci, rtx5090); por defecto, el que usarían los labs")
+    parser.add_argument("--profile", help=f"perfil ({', '.join(PROFILES)}); por defecto, el que usarían los labs")
     parser.add_argument("--path", choices=["trl", "unsloth", "ambas"], default="ambas", help="ruta del lab L7")
     parser.add_argument("--card-gib", type=float,
                         help="memoria de la tarjeta en GiB (por defecto: la de la GPU, o 32)")
