@@ -47,8 +47,10 @@ def test_library_names_in_compiled_files():
 
 def test_vllm_cpu_build_has_no_cuda_major_and_a_missing_vllm_is_none():
     assert G.vllm_cuda_facts("a-distribution-that-is-not-installed") is None
-    facts = G.vllm_cuda_facts("vllm-cpu")  # the CPU stack's build, installed here
-    assert facts is not None and facts["major"] is None
+    facts = G.vllm_cuda_facts("vllm-cpu")  # the CPU stack's build
+    if facts is None:
+        pytest.skip("vllm-cpu is not installed (the GPU stack)")
+    assert facts["major"] is None
 
 
 # Unsloth's mapper for the course's model, as unsloth 2026.10.9's mapper.py builds it (lower-case keys).
