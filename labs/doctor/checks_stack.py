@@ -140,8 +140,9 @@ def check_driver(r: dict, profile: Profile) -> Check | None:
         why = _driver_reason(r, needed)
         return Check(DRIVER, ERROR, f"Controlador {driver}: {why}, que pide el controlador {needed} o posterior.",
                      f"Actualiza el controlador NVIDIA a la rama {needed} o posterior (en Ubuntu: "
-                     "sudo ubuntu-drivers install, o el instalador de nvidia.com) y reinicia la máquina. "
-                     f"No sirve bajar a un torch de CUDA 12: el vLLM de {GPU_REQUIREMENTS} es de CUDA 13.")
+                     "sudo ubuntu-drivers install, o el instalador de nvidia.com) y reinicia la máquina."
+                     + (f" No sirve bajar a un torch de CUDA 12: el vLLM de {GPU_REQUIREMENTS} es de CUDA 13."
+                        if needed == MIN_CUDA13_DRIVER else ""))
     floor = f" (el mínimo aquí: {needed}, porque {_driver_reason(r, needed)})" if needed else ""
     return Check(DRIVER, OK, f"Controlador {driver}{floor}.")
 

@@ -76,7 +76,9 @@ def _child(part: str, args, root: Path) -> tuple[dict, str]:
     cmd = [sys.executable, "-m", "labs", "rehearse", "--part", part, "--root", str(root),
            "--profile", args.profile_name, *[x for item in args.set for x in ("--set", item)]]
     tail: collections.deque = collections.deque(maxlen=60)
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the student sees each line as the lab prints it
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                          env=env) as proc:
         for line in proc.stdout:
             sys.stdout.write(line)
             tail.append(line)
