@@ -57,13 +57,17 @@ def failed_checks(report: dict) -> list[str]:
 def _gib(memory: dict) -> str:
     gpu = (memory or {}).get("gpu")
     if gpu and gpu.get("device_used_peak_gib") is not None:
-        return f"{gpu['device_used_peak_gib']:.1f} GiB de GPU (pico, toda la tarjeta)"
+        return f"{_es(gpu['device_used_peak_gib'])} GiB de GPU (pico, toda la tarjeta)"
     rss = (memory or {}).get("sampled_rss_peak_gib")
-    return f"{rss:.1f} GiB de RAM (pico del proceso)" if rss else "?"
+    return f"{_es(rss)} GiB de RAM (pico del proceso)" if rss else "?"
 
 
 def _es(x: float, digits: int = 1) -> str:
     return f"{x:.{digits}f}".replace(".", ",")
+
+
+def _time(hours: float) -> str:
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{_es(hours)} h"
 
 
 def render_es(report: dict) -> str:
@@ -99,14 +103,14 @@ def render_es(report: dict) -> str:
     estimates = report.get("estimates")
     if estimates:
         lines += ["", "## Lo que costarán los runs completos (estimado a partir de estas medidas)", "",
-                  "| run | pasos | horas | disco máx. (GB) | disco al terminar (GB) |", "|---|---|---|---|---|"]
+                  "| run | pasos | tiempo | disco máx. (GB) | disco al terminar (GB) |", "|---|---|---|---|---|"]
         for r in estimates["runs"]:
-            lines.append(f"| {r['name']} | {r['steps']} | {_es(r['hours_low'])} a {_es(r['hours_high'])} | "
-                         f"{_es(r['disk_peak_gb'])} | {_es(r['disk_final_gb'])} |")
+            lines.append(f"| {r['name']} | {r['steps']} | {_time(r['hours_low'])} a {_time(r['hours_high'])} | "
+                         f"{_es(r['disk_peak_gb'], 2)} | {_es(r['disk_final_gb'], 2)} |")
         t = estimates["total"]
-        lines += [f"| **total** | | {_es(t['hours_low'])} a {_es(t['hours_high'])} | {_es(t['disk_peak_gb'])} | "
-                  f"{_es(t['disk_final_gb'])} |", "",
-                  "Horas: la cifra baja supone respuestas tan cortas como las del ensayo; la alta, que todas llegan "
+        lines += [f"| **total** | | {_time(t['hours_low'])} a {_time(t['hours_high'])} | "
+                  f"{_es(t['disk_peak_gb'], 2)} | {_es(t['disk_final_gb'], 2)} |", "",
+                  "Tiempo: la cifra baja supone respuestas tan cortas como las del ensayo; la alta, que todas llegan "
                   "a max_completion_length. Si tu L7.1 terminó con los ajustes de la receta, la fila de referencia "
                   "de los ejercicios es ese mismo run y no se repite."]
     lines += ["", "## Lo que este ensayo no comprobó", ""]
