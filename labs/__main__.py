@@ -14,6 +14,7 @@ SUBCOMMANDS: dict[str, str] = {
     "l71": "labs.l71",
     "l72": "labs.l72",
     "grade": "labs.grading",
+    "rehearse": "labs.rehearsal",
     "sweep": "labs.exercises.sweep",
     "vram": "labs.vram",
 }

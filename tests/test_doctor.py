@@ -25,13 +25,14 @@ from labs.doctor import (
 )
 from labs.doctor import checks as C
 from labs.doctor import runnable
-from labs.doctor.downloads import GB, QWEN3_4B_BF16_BYTES, download_seconds
+from labs.doctor.downloads import GB, MODEL_BYTES, QWEN3_4B_BF16_BYTES, download_seconds
 from labs.doctor.pins import parse_requirements, read_both
 from labs.doctor.probe import hf_cached_model, hub_reachability, wandb_facts
 from labs.core.paths import REPO_ROOT
 from labs.core.profiles import get_profile
 
 DATA = Path(__file__).parent / "data" / "doctor"
+UNSLOTH_4BIT = "unsloth/Qwen3-4B-Instruct-2507-unsloth-bnb-4bit"
 PYTHON = sys.executable
 
 
@@ -62,14 +63,16 @@ def test_good_5090_is_ready_without_warnings():
 
 def test_5090_with_torch_lacking_sm120_is_an_error_with_the_reinstall_command():
     checks = evaluate(load("rtx5090_torch_without_sm120"))
-    assert levels(checks, ERROR) == [C.TORCH]
+    # a CUDA 12.6 torch also differs from vLLM's CUDA 13: the same reinstall fixes both
+    assert levels(checks, ERROR) == [C.TORCH, C.VLLM]
     torch = by_name(checks)[C.TORCH]
     assert "sm_120" in torch.detail and "sm_90" in torch.detail
     assert "no kernel image" in torch.detail
-    # the fix quotes the pin and the CUDA index from requirements-gpu.txt as recorded
-    assert 'pip install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cu128' in torch.fix_es
+    # the fix quotes the pin and PyPI (its torch is the CUDA 13.0 build, like its vLLM), not a cu12x index
+    assert 'pip install "torch==2.13.0" --index-url https://pypi.org/simple' in torch.fix_es
+    assert by_name(checks)[C.VLLM].fix_es == torch.fix_es
     report = format_report(checks, "rtx5090")
-    assert "Cómo arreglarlo" in report and "1 error" in report
+    assert "Cómo arreglarlo" in report and "2 error" in report
 
 
 def test_cpu_machine_uses_the_cpu_profile_and_is_ready():
@@ -98,7 +101,8 @@ def test_not_enough_disk_is_an_error_until_one_model_is_cached():
     checks = evaluate(record)
     assert levels(checks, ERROR) == [C.DISK]
     disk = by_name(checks)[C.DISK]
-    needed = 2 * QWEN3_4B_BF16_BYTES * C.DISK_MARGIN  # both Qwen copies, one file system
+    # L7.1's bf16 Qwen and the 4-bit repo Unsloth maps L7.2's model to, one file system
+    needed = (QWEN3_4B_BF16_BYTES + MODEL_BYTES[UNSLOTH_4BIT]) * C.DISK_MARGIN
     assert f"{needed / GB:.1f} GB" in disk.detail and "11.5 GB libres" in disk.detail
     assert "HF_HOME" in disk.fix_es
     # negative control: with the Qwen copy already cached only Unsloth's is left, and it fits
@@ -160,13 +164,18 @@ def test_cpu_stack_with_triton_or_pypi_torchvision_is_an_error():
 
 def test_old_driver_is_an_error_and_cuda13_raises_the_minimum():
     record = load("rtx5090_good")
+    # a whole CUDA 12 stack (torch and vLLM): Blackwell's floor, 570
+    record["torch"].update(version="2.13.0+cu128", cuda="12.8")
+    record["vllm_cuda"]["major"] = 12
     record["nvidia_smi"]["driver"] = "565.57.01"
     driver = by_name(evaluate(record))[C.DRIVER]
     assert driver.level == ERROR and "570" in driver.fix_es
     record["nvidia_smi"]["driver"] = "575.64.03"
-    record["torch"]["cuda"] = "13.0"
+    assert by_name(evaluate(record))[C.DRIVER].level == OK
+    # vLLM alone being CUDA 13 raises the floor to 580, whatever torch is
+    record["vllm_cuda"]["major"] = 13
     driver = by_name(evaluate(record))[C.DRIVER]
-    assert driver.level == ERROR and "580" in driver.detail
+    assert driver.level == ERROR and "580" in driver.detail and "vllm 0.31.0" in driver.detail
 
 
 def test_busy_gpu_is_a_warning():
@@ -419,3 +428,68 @@ def test_setup_notebook_explains_every_check_name():
     missing = [n for n in names if f"**{n}**" not in prose]
     assert missing == []
     assert all(c.outputs == [] and c.execution_count is None for c in nb.cells if c.cell_type == "code")
+
+
+# --- the GPU stack: one CUDA major, the bnb plugin, the driver floor, Unsloth's real repo ------------
+
+
+def test_cuda12_torch_beside_cuda13_vllm_is_an_error_with_the_pypi_reinstall():
+    """What the previous requirements-gpu.txt installed (its cu128 index won over PyPI's torch)."""
+    checks = evaluate(load("rtx5090_torch_cu12_vllm_cu13"))
+    assert levels(checks, ERROR) == [C.VLLM]
+    vllm = by_name(checks)[C.VLLM]
+    assert "CUDA 13" in vllm.detail and "CUDA 12" in vllm.detail and "fast_inference" in vllm.detail
+    assert "pip uninstall -y torch" in vllm.fix_es and "--index-url https://pypi.org/simple" in vllm.fix_es
+    assert "download.pytorch.org" in vllm.fix_es  # says which index not to use
+    assert "1 error" in format_report(checks, "rtx5090")
+    # negative control: the same machine with PyPI's CUDA 13 torch is ready
+    assert levels(evaluate(load("rtx5090_good")), ERROR) == []
+
+
+def test_missing_bnb_plugin_is_an_error_for_l72_only():
+    record = load("rtx5090_plugin_missing")
+    checks = evaluate(record)
+    assert levels(checks, ERROR) == [C.UNSLOTH]
+    unsloth = by_name(checks)[C.UNSLOTH]
+    assert "vllm-bnb-plugin" in unsloth.detail and "0.28" in unsloth.detail
+    assert unsloth.fix_es.startswith('pip install "vllm-bnb-plugin==0.0.3"')
+    # L7.1 alone (TRL) does not load 4-bit weights into vLLM; nor does L7.2 in bf16
+    assert levels(evaluate(record, backends=("trl",)), ERROR) == []
+    bf16 = get_profile("rtx5090", load_in_4bit=False)
+    assert by_name(evaluate(record, bf16))[C.UNSLOTH].level == OK
+
+
+def test_driver_575_with_the_cuda13_stack_is_an_error_naming_both_builds():
+    checks = evaluate(load("rtx5090_driver575_cuda13"))
+    assert levels(checks, ERROR) == [C.DRIVER]
+    driver = by_name(checks)[C.DRIVER]
+    assert "575.64.03" in driver.detail and "580" in driver.detail
+    assert "torch 2.13.0+cu130" in driver.detail and "vllm 0.31.0" in driver.detail
+    assert "rama 580" in driver.fix_es and "reinicia" in driver.fix_es
+    good = by_name(evaluate(load("rtx5090_good")))[C.DRIVER]
+    assert good.level == OK and "580" in good.detail
+
+
+def test_4bit_repo_cached_and_hub_offline_is_no_refusal():
+    record = load("rtx5090_4bit_cached_offline")
+    checks = evaluate(record)
+    assert levels(checks, ERROR) == []
+    named = by_name(checks)
+    assert f"{UNSLOTH_4BIT}, ya en la caché" in named[C.MODEL].detail
+    assert "load_in_4bit=True" in named[C.MODEL].detail and "mapper.py" in named[C.MODEL].detail
+    assert "Nada que descargar" in named[C.DISK].detail
+    # only the data would come from the hub, and the bundled copy covers it
+    assert named[C.HUB].level == WARNING and "data/gsm8k" in named[C.HUB].detail
+    # negative control: the 16-bit repo cached instead of the 4-bit one is still a download, refused offline
+    record["hf_cache_models"][UNSLOTH_4BIT]["complete"] = False
+    record["hf_cache_models"]["unsloth/Qwen3-4B-Instruct-2507"] = {"complete": True, "bytes": 8045000000}
+    hub = by_name(evaluate(record))[C.HUB]
+    assert hub.level == ERROR and UNSLOTH_4BIT in hub.detail and "HF_HUB_OFFLINE" in hub.fix_es
+
+
+def test_unsloth_repo_comes_from_the_probe_map_when_it_differs_from_the_recorded_one():
+    record = load("rtx5090_4bit_cached_offline")
+    record["unsloth_repos"]["unsloth/Qwen3-4B-Instruct-2507"]["4bit"] = "unsloth/Qwen3-4B-Instruct-2507-bnb-4bit"
+    record["unsloth_repos"]["_source"] = "unsloth 2099.1.1 instalado (unsloth/models/mapper.py)"
+    hub = by_name(evaluate(record))[C.HUB]
+    assert hub.level == ERROR and "unsloth/Qwen3-4B-Instruct-2507-bnb-4bit" in hub.detail

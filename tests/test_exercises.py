@@ -268,7 +268,8 @@ def test_budget_note_depends_on_the_profile():
     assert "PRUEBA DE HUMO" in ex.budget_note(get_profile("ci"))
     assert f"{get_profile('ci').max_steps} pasos" in ex.budget_note(get_profile("ci"))
     assert "HUMO" not in ex.budget_note(get_profile("rtx5090"))
-    assert "150 pasos en lugar de los 500 de la lección" in ex.budget_note(get_profile("rtx5090"))
+    steps = ex.BUDGETS["rtx5090"]["max_steps"]
+    assert f"{steps} pasos en lugar de los 500 de la lección" in ex.budget_note(get_profile("rtx5090"))
     assert "CPU" in ex.budget_note(get_profile("cpu"))
 
 
@@ -504,4 +505,4 @@ def test_a_recorded_budget_is_what_the_builders_and_notebooks_use(tmp_path):
             p = v.profile(gpu)
             assert (p.max_steps, p.eval_size) == (100, 200), v.name
     assert "max_steps=100" in ex.budget_note(gpu, tmp_path)
-    assert all(v.profile(gpu).max_steps == 150 for v in ex.e1_variants(gpu, tmp_path, budget={}))
+    assert all(v.profile(gpu).max_steps == ex.BUDGETS["rtx5090"]["max_steps"] for v in ex.e1_variants(gpu, tmp_path, budget={}))

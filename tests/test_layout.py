@@ -31,6 +31,7 @@ LAYERS = {
     "l72": 5,
     "exercises": 6,
     "route": 7,  # the student's route through all of the above (notebook 00, README)
+    "rehearsal": 7,  # runs L7.1 and L7.2 and estimates the exercises' runs
     "__main__": 8,  # the command line dispatcher (imports by name, at run time)
     "__init__": 8,
 }

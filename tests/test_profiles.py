@@ -20,8 +20,9 @@ def test_rtx5090_holds_the_lesson_settings():
     assert p.model == "Qwen/Qwen3-4B-Instruct-2507"
     assert (p.num_generations, p.max_completion_length) == (8, 1024)
     assert (p.per_device_train_batch_size, p.gradient_accumulation_steps) == (8, 4)
-    assert (p.learning_rate, p.beta, p.max_steps) == (1e-6, 0.04, 500)
-    assert p.use_vllm and p.vllm_mode == "colocate" and p.vllm_gpu_memory_utilization == 0.3
+    # LoRA at ten times the lesson's full fine-tune rate, vLLM at 0.4 (the reasons sit beside the values)
+    assert p.use_lora and (p.learning_rate, p.beta, p.max_steps) == (1e-5, 0.04, 500)
+    assert p.use_vllm and p.vllm_mode == "colocate" and p.vllm_gpu_memory_utilization == 0.4
     assert p.bf16 and not p.use_cpu
 
 

@@ -123,7 +123,7 @@ RTX5090 = Profile(
     name="rtx5090",
     description=(
         "Los ajustes de la lección en una RTX 5090 de 32 GB: Qwen3-4B-Instruct-2507, G=8, 1024 tokens nuevos, "
-        "vLLM en modo colocate al 0.3, 500 pasos, bf16, LoRA."
+        "LoRA con learning rate 1e-5, vLLM en modo colocate al 0.4, 500 pasos, bf16."
     ),
     model="Qwen/Qwen3-4B-Instruct-2507",
     data_source="hub",
@@ -132,6 +132,21 @@ RTX5090 = Profile(
     # A full fine-tune of Qwen3-4B needs weights, gradients, AdamW states and a reference copy:
     # about 56 GiB by labs.vram's plan. LoRA on the same targets as L7.2 fits in about 27 GiB.
     use_lora=True,
+    # LoRA (L7.1 and L7.2 both train adapters here) wants about ten times the full fine-tune rate. The
+    # lesson's "RL wants ~1e-6" is for updating all weights; "LoRA Without Regret" (Schulman et al.,
+    # Thinking Machines, 2025) finds the best LoRA rate about 10x the full one, RL included, and Unsloth's
+    # Qwen3-4B GRPO notebook trains its LoRA at 5e-6. 10 x 1e-6 = 1e-5, with lora_alpha = lora_r (update
+    # scale 1). At 1e-6 the B matrices start at zero and barely move in 500 steps: flat curves.
+    learning_rate=1e-5,
+    # L7.1 (TRL colocate, LoRA, bf16): vLLM's share holds its bf16 copy of the weights (7.5 GiB), its
+    # activations and the KV cache. `python -m labs vram --profile rtx5090 --path trl --lora` shows what
+    # is left for the KV cache: at 0.3 about 0.9 GiB (4 full-length sequences of the 32 per step, and a
+    # profiling peak 1 GiB above plan refuses to start); at 0.4 about 4 GiB, ~29,500 tokens (19 full-length
+    # sequences; vLLM allocates KV blocks as tokens are generated, so all 32 run at once while prompt plus
+    # completion average under ~900 tokens) with about 2 GiB of the card still free; at 0.45 that margin
+    # falls to 0.5 GiB. `python -m labs rehearse` measures the real peak on the student's card.
+    # L7.2 ignores this value under Standby (labs.l72.memory).
+    vllm_gpu_memory_utilization=0.4,
     format_pass=False,
     report_to=(),
 )

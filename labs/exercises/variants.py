@@ -23,14 +23,14 @@ from rewards import REWARD_NAMES
 # every code path, and with the lab's own budget the reference recipe *is* the L7.1 notebook's finished
 # run (``reference_variant``), so the test suite trains it once, not once more for the exercises.
 SMOKE_OVERRIDES: dict[str, dict] = {}
-# The exercises' default budget on a 5090: 150 steps per variant instead of the lesson's 500. The rule
+# The exercises' default budget on a 5090: 250 steps per variant instead of the lesson's 500. The rule
 # (``budget_steps``, checked by a test against labs.vram.timeplan): the most steps, in whole checkpoints
 # (save_steps), at which the longest exercise, E1 (its G=16 variant generates twice the reference's
 # completions per step), plus the shared reference run fits in ``EXERCISE_HOURS`` planned hours, one
-# evening. 150 steps still give the trend tests and the hacking detector hundreds of logged points. With
+# evening. 250 steps still give the trend tests and the hacking detector hundreds of logged points. With
 # another budget the reference is no longer the student's 500-step L7.1 run, so it runs once (planned
 # about 1.3 h) and E1, E2 and E3 share it. ``python -m labs sweep E1 --set max_steps=N`` changes it.
-BUDGETS: dict[str, dict] = {"rtx5090": {"max_steps": 150}}
+BUDGETS: dict[str, dict] = {"rtx5090": {"max_steps": 250}}
 EXERCISE_HOURS = 5.0
 BUDGET_FILE = "_sweep_logs/presupuesto-{profile}.json"  # under the runs folder: the budget a sweep used
 LESSON_GROUP_SIZES = (4, 16)

@@ -93,13 +93,48 @@ class RunFailed(RuntimeError):
 
 @dataclass
 class Failure:
-    kind: str  # "oom" | "nan" | "disk" | "interrupted" | "error"
+    kind: str  # "oom" | "nan" | "disk" | "plugin" | "driver" | "hub" | "interrupted" | "error"
     message_es: str
+
+
+def lower_lr_hint_es(profile: Profile) -> str:
+    """Which learning rate to try instead: LoRA and a full fine-tune live an order of magnitude apart."""
+    if profile.use_lora or profile.backend == "unsloth":
+        return ("prueba la mitad; con LoRA el punto de partida es ~1e-5, unas diez veces el ~1e-6 de un "
+                "fine-tuning completo")
+    return "en un fine-tuning completo prueba ~1e-6 (con LoRA serían unas diez veces más)"
+
+
+# Failures of the GPU stack itself, recognised by their text (the exception types live in vLLM,
+# unsloth_zoo, torch and huggingface_hub, which may not even import): kind, phrases, what to do.
+STACK_FAILURES = (
+    ("plugin", ("vllm-bnb-plugin", "vllm_bnb_plugin"),
+     "Falta vllm-bnb-plugin: con vLLM 0.28 o posterior, cargar en 4 bits con vLLM (load_in_4bit=True) lo "
+     "necesita. Instálalo con `pip install -r requirements-gpu.txt` (fija su versión) y vuelve a lanzar."),
+    ("driver", ("driver version is insufficient", "nvidia driver on your system is too old",
+                "cudaerrorinsufficientdriver", "libcudart.so.13", "libnvrtc.so.13"),
+     "El controlador NVIDIA es demasiado antiguo para el CUDA de torch o de vLLM (CUDA 13 pide la rama 580 "
+     "o posterior), o torch y vLLM son de CUDA distintos. `python -m labs doctor` dice cuál; actualiza el "
+     "controlador (y reinicia) o reinstala el entorno: pip install -r requirements-gpu.txt en un venv nuevo."),
+    ("hub", ("localentrynotfounderror", "offlinemodeisenabled", "cannot reach https://huggingface.co",
+             "couldn't connect to 'https://huggingface.co'", "gatedrepoerror", "repositorynotfounderror"),
+     "No se pudo descargar el modelo del hub de Hugging Face y no está en la caché. Conéctate (o quita "
+     "HF_HUB_OFFLINE=1) para la primera descarga; si el hub responde 401, `hf auth login`. Luego queda en "
+     "la caché y el mismo comando funciona sin red."),
+)
 
 
 def classify_failure(exc: BaseException, profile: Profile) -> Failure:
     """Turn an exception into a kind and a Spanish message that says what to change."""
     text = f"{type(exc).__name__}: {exc}"
+    chain, seen, cur = [], set(), exc
+    while cur is not None and id(cur) not in seen:  # wrapped errors: look at the causes too
+        seen.add(id(cur))
+        chain.append(f"{type(cur).__name__}: {cur}".lower())
+        cur = cur.__cause__ or cur.__context__
+    for kind, phrases, message in STACK_FAILURES:
+        if any(p in t for p in phrases for t in chain):
+            return Failure(kind, message)
     if isinstance(exc, KeyboardInterrupt):
         return Failure(
             "interrupted",
@@ -110,8 +145,8 @@ def classify_failure(exc: BaseException, profile: Profile) -> Failure:
         return Failure(
             "nan",
             f"La pérdida o la norma del gradiente dejó de ser un número finito ({exc}). Suele ser un "
-            f"learning rate demasiado alto para RL (ahora {profile.learning_rate:g}; prueba 1e-6) o una "
-            "beta demasiado baja. Cambia el ajuste y empieza un run nuevo (--fresh).",
+            f"learning rate demasiado alto para RL (ahora {profile.learning_rate:g}; {lower_lr_hint_es(profile)}) "
+            "o una beta demasiado baja. Cambia el ajuste y empieza un run nuevo (--fresh).",
         )
     if disk_full(exc):
         return Failure(
@@ -315,7 +350,7 @@ KNOBS_ES = {
     "per_device_train_batch_size": "Cuenta completions, no prompts (TRL 1.x). Con gradient_accumulation_steps da las completions de cada paso.",
     "gradient_accumulation_steps": "Micro-lotes acumulados por paso de optimizador; generation_batch_size = batch x acumulación.",
     "max_completion_length": "Tokens máximos de cada respuesta. Si muchas llegan al tope (completions/clipped_ratio), el modelo no termina de razonar.",
-    "learning_rate": "RL es frágil: ~1e-6 en el modelo grande. El LR de SFT (2e-4) colapsa la política.",
+    "learning_rate": "RL es frágil: ~1e-6 si se entrenan todos los pesos; con LoRA, unas diez veces más (~1e-5, el perfil rtx5090). El LR de SFT (2e-4) colapsa la política.",
     "beta": "Peso de la KL hacia el modelo de referencia. TRL usa 0.0 por defecto (sin KL ni modelo de referencia); el curso fija 0.04.",
     "loss_type": "'dapo' (por defecto en TRL): normaliza por tokens del lote, no por la longitud de cada respuesta como el objetivo original de L6.",
     "temperature": "Muestreo de las G respuestas: sin diversidad dentro del grupo no hay ventaja que aprender.",

@@ -1,0 +1,103 @@
+"""L7.2 on a GPU, rehearsed: Unsloth + vLLM Standby, 4-bit, LoRA, the lab's own calls (``labs.l72.gpu``).
+
+The same loading, LoRA, trainer and evaluation calls as ``labs.l72.gpu._run_unsloth``, with what the
+rehearsal adds between them: a step timer, greedy generations of a few prompts without and with the
+trained adapter's ``lora_request`` (does the adapter reach vLLM and change what it writes?), and the
+trained evaluation only through :func:`labs.l72.lora.evaluate_unsloth` with that request (it refuses
+without one). Runs only where CUDA and Unsloth are; nothing here runs on the CPU CI.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from labs.core.profiles import Profile
+from labs.core.resources import ResourceMonitor
+from labs.rehearsal import budget
+from labs.rehearsal.measure import adapter_effect, mean_completion_tokens, run_disk, step_timer
+
+PROBE_PROMPTS = 4
+PROBE_TOKENS = 48
+
+
+def _probe(model, tokenizer, rows, lora_request=None):
+    from vllm import SamplingParams
+
+    texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+    params = SamplingParams(temperature=0.0, max_tokens=PROBE_TOKENS, logprobs=1)
+    return model.fast_generate(texts, sampling_params=params, use_tqdm=False, lora_request=lora_request)
+
+
+def run_l72_gpu(profile: Profile, root: Path) -> dict:
+    from labs import l71
+    from labs.l72.backend import choose_backend
+    from labs.l72.gpu import check_unsloth_path, from_pretrained_kwargs, get_peft_model_kwargs, package_version
+    from labs.l72.lora import evaluate_unsloth, require_lora_request, save_adapter
+    from labs.l72.memory import engine_memory_fraction, expected_gpu_fraction
+    from labs.l72.standby import UnslothLoadFailed, enable_standby_and_import_unsloth, standby_load_guard
+    from labs.l72.steps import LAB, record_run
+    from labs.training import data as course_data
+    from labs.training import evaluation, recipe
+    from rewards import reward_functions
+
+    rp = budget.rehearsal_profile(profile).replace(backend="unsloth")
+    started = time.perf_counter()
+    reward_funcs = reward_functions()
+    l71.prepare(rp, reward_funcs)
+    check_unsloth_path(rp)
+    run = l71.new_run(rp, str(root / "l72"), False, LAB)
+    backend = choose_backend(rp)
+    enable_standby_and_import_unsloth()
+    import torch
+    from unsloth import FastLanguageModel
+
+    monitor = ResourceMonitor(gpu="torch").start()
+    try:
+        total_gib = torch.cuda.mem_get_info()[1] / 2**30
+        fraction = expected_gpu_fraction(rp, total_gib, package_version("vllm") or "0")
+        with standby_load_guard(rp):
+            model, tokenizer = FastLanguageModel.from_pretrained(**from_pretrained_kwargs(rp))
+        engine = getattr(model, "vllm_engine", None)
+        if engine is None:
+            raise UnslothLoadFailed("Unsloth cargó el modelo sin vLLM: `python -m labs doctor` dice qué falta.")
+        fraction = fraction.with_engine_value(engine_memory_fraction(engine))
+        print(f"[ensayo] {fraction.describe_es()}")
+        model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(rp))
+        splits = course_data.course_splits(rp, tokenizer)
+        label = f"{Path(rp.unsloth_model).name} ({'4 bits' if rp.load_in_4bit else 'bf16'})"
+        record_run(run, rp, reward_funcs, rp.unsloth_model, label, backend, fraction)
+        trainer = recipe.make_trainer(rp, run, model, reward_funcs, course_data.to_dataset(splits["train"]),
+                                      processing_class=tokenizer)
+        timer = step_timer()
+        trainer.add_callback(timer)
+        probe_rows = splits["eval"][:PROBE_PROMPTS]
+        base = evaluate_unsloth(splits["eval"], model, tokenizer, run, "base", rp.eval_max_new_tokens)
+        recipe.train(trainer, rp, run)
+        adapter_dir = save_adapter(model, tokenizer, run)
+        lora_request = require_lora_request(model.load_lora(str(adapter_dir)), adapter_dir)
+        effect = adapter_effect(_probe(model, tokenizer, probe_rows), _probe(model, tokenizer, probe_rows, lora_request))
+        trained = evaluate_unsloth(splits["eval"], model, tokenizer, run, "trained", rp.eval_max_new_tokens,
+                                   lora_request=lora_request, adapter_dir=adapter_dir)
+        summary = evaluation.summarize(run, base, trained, label)
+        steps = len(timer.seconds)
+        disk = run_disk(run, steps, 2 * len(splits["eval"]))
+        freed = run.remove_checkpoints()
+    finally:
+        memory = monitor.stop()
+    request = {"ok": True, "lora_int_id": getattr(lora_request, "lora_int_id", None),
+               "lora_path": str(getattr(lora_request, "lora_path", "") or adapter_dir),
+               "how": "evaluate_unsloth('trained') con el lora_request del adaptador guardado"}
+    return {
+        "lab": "L7.2", "backend": backend.name, "run_dir": str(run.root), "steps": steps,
+        "step_seconds": timer.seconds, "completions_per_step": rp.generation_batch_size,
+        "max_completion_length": rp.max_completion_length, "mean_completion_tokens": mean_completion_tokens(run),
+        "memory": memory, "disk": disk, "checkpoints_removed_bytes": freed,
+        "elapsed_seconds": round(time.perf_counter() - started, 1), "vllm_fraction": fraction.as_dict(),
+        "eval": {k: summary.get(k) for k in ("n", "base_accuracy", "trained_accuracy")},
+        "checks": {
+            "engine_uses_trained_weights": {"ok": effect["changes_output"], "how": "lora_request en vLLM", **effect},
+            "adapter_changes_model": {"ok": effect["changes_output"], **effect},
+            "trained_eval_through_lora_request": request,
+        },
+    }
