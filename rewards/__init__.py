@@ -24,7 +24,7 @@ from .functions import (
     reward_functions,
     soft_format_reward,
 )
-from .parsing import completion_text, extract_answer, final_segment, parse_gold, parse_number
+from .parsing import completion_text, extract_answer, final_segment, last_number, parse_gold, parse_number
 
 __all__ = [
     "REWARD_NAMES",
@@ -37,6 +37,7 @@ __all__ = [
     "final_segment",
     "format_reward",
     "has_think_answer_format",
+    "last_number",
     "parse_gold",
     "parse_number",
     "reward_functions",

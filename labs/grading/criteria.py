@@ -182,6 +182,9 @@ def holdout(data: RunData, checked: Holdout | None = None) -> Criterion:
         "Mejora medible de corrección en el holdout (GSM8K test)",
         NO_SE_PUEDE,
         threshold=(
+            f"Se califica el campo 'correct' de {rf.EVAL_BASE} y {rf.EVAL_TRAINED}: el número dentro del único bloque <answer>, "
+            "lo que paga la recompensa de corrección y pide la receta (responder en el formato, y bien). 'correct_last_number' "
+            "(el último número, sin exigir formato) no decide este criterio: lo usa el detector de hacking de formato. "
             f"Mismos problemas de GSM8K test (ids '{ID_PREFIX}…') para el modelo base y el entrenado. Cumple si la diferencia es "
             f"positiva y McNemar exacto da p < {stats.ALPHA}. No cumple si empeora con p < {stats.ALPHA}, o si no es significativa "
             f"y el holdout tenía un 80 % de potencia para detectar +{dg.MIN_GAIN * 100:.0f} puntos (con al menos un "
