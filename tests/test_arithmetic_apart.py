@@ -49,6 +49,7 @@ def test_an_older_evaluation_file_gets_the_last_number_when_reused(tmp_path):
     rf.write_jsonl(run.path(rf.EVAL_BASE), old)
     records = evaluation.evaluate(ROWS, lambda rows: 1 / 0, run, "base")  # reused: nothing generated
     assert [r["correct_last_number"] for r in records] == [True, True, False, False]
+    assert rf.read_jsonl(run.path(rf.EVAL_BASE)) == records  # and the file now has the field
 
 
 def _summary(tagged, last, base_format=0.3, trained_format=1.0):

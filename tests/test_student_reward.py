@@ -144,3 +144,18 @@ def test_the_student_function_closes_the_open_hack():
 def test_score_table_names_a_function_with_the_wrong_length():
     with pytest.raises(ValueError, match="recompensa_de_grupo debe devolver una lista con un número por completion"):
         examples.score_table(reward_functions(f"{STUDENT_FILE}:recompensa_de_grupo"))
+
+
+def test_the_grader_lists_the_own_functions_source_hash(tmp_path):
+    from labs.core import runfolder as rf
+    from labs.grading import grade_run
+    from rundirs import make_run
+
+    root = make_run(tmp_path, rewards={**{n: 1.0 for n in REWARD_NAMES}, "razonamiento_con_cuentas": 1.0})
+    record = rf.read_json(root / rf.RUN_JSON)
+    record["reward_sources"] = describe_reward_functions(reward_functions([*REWARD_NAMES, STUDENT]), REWARD_NAMES)
+    rf.write_json(root / rf.RUN_JSON, record)
+    g = grade_run(root)
+    digest = record["reward_sources"][-1]["source_sha256"]
+    assert g.own_rewards == ["razonamiento_con_cuentas"]
+    assert any(f"archivo recompensa_alumno.py, SHA-256 del código {digest[:12]}" in e for e in g.criterion(4).evidence)

@@ -95,7 +95,9 @@ def evaluate(rows, generate, run: RunFolder, which: str) -> list[dict]:
         records = read_jsonl(path)
         if [r.get("id") for r in records] == [r["id"] for r in rows]:
             print(f"[eval] Reutilizo {path.relative_to(run.root)} ({len(records)} problemas).")
-            return with_last_number(records)
+            if any("correct_last_number" not in r for r in records):  # written before the field existed
+                write_jsonl(path, with_last_number(records))
+            return records
     records = score(rows, generate(rows))
     write_jsonl(path, records)
     return records
