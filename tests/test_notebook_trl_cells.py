@@ -100,3 +100,14 @@ def test_l72_unsloth_calls_use_the_labs_keywords():
         call_line = next(line for line in source.splitlines() if "FastLanguageModel." in line and "(" in line
                          and "import" not in line)
         assert call_line.startswith((" ", "\t")), call_line
+
+
+def test_a_knob_changed_in_the_cell_is_told_apart_from_the_profile():
+    from trl import GRPOConfig
+
+    from labs.l71.lab import config_changes
+
+    kwargs = recipe.grpo_config_kwargs(get_profile("ci", report_to=("wandb",)), "out")
+    assert config_changes(kwargs, GRPOConfig(**kwargs)) == {}  # TRL keeps every value as given
+    changed = GRPOConfig(**dict(kwargs, learning_rate=1e-5, beta=0.0))
+    assert config_changes(kwargs, changed) == {"learning_rate": (kwargs["learning_rate"], 1e-5), "beta": (kwargs["beta"], 0.0)}
