@@ -132,7 +132,7 @@ def test_evaluation_is_paired_and_complete(resumed):
     # the format-independent reading, for both models
     assert summary["base_accuracy_last_number"] == sum(r["correct_last_number"] for r in base) / 8
     assert summary["trained_accuracy_last_number"] == sum(r["correct_last_number"] for r in trained) / 8
-    for record in base + trained:  # a tag-gated right answer has its number last, or text after it
+    for record in base + trained:  # correct_last_number: the last number read equals the gold
         assert record["correct_last_number"] == (record["last_number"] == str(record["gold"]))
     assert 0.0 <= summary["mcnemar_p"] <= 1.0
     # the evaluation generated with the trained weights: vLLM's copy equals the trainer's
