@@ -9,8 +9,10 @@ Typical use::
 and for evaluation ``extract_answer(completion) == parse_gold(example["answer"])``.
 
 ``rewards.parsing`` holds the readers (``parse_number``, ``extract_answer``, ``parse_gold``,
-``completion_text``) and their rules; ``rewards.functions`` the reward functions, ``REWARD_VALUES``
-and the anti-hacking rules. Both modules are pure Python with no dependency.
+``last_number``, ``completion_text``) and their rules; ``rewards.functions`` the reward functions,
+``REWARD_VALUES`` and the anti-hacking rules; ``rewards.own`` loads a student's own function named
+``"module:function"`` or ``"file.py:function"``; ``rewards.examples`` holds honest and hacking completions
+to check any reward function against. All are pure Python with no dependency.
 """
 
 from .functions import (
@@ -24,7 +26,7 @@ from .functions import (
     reward_functions,
     soft_format_reward,
 )
-from .parsing import completion_text, extract_answer, final_segment, parse_gold, parse_number
+from .parsing import completion_text, extract_answer, final_segment, last_number, parse_gold, parse_number
 
 __all__ = [
     "REWARD_NAMES",
@@ -37,6 +39,7 @@ __all__ = [
     "final_segment",
     "format_reward",
     "has_think_answer_format",
+    "last_number",
     "parse_gold",
     "parse_number",
     "reward_functions",

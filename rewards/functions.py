@@ -45,6 +45,7 @@ from decimal import Decimal
 from functools import lru_cache
 from types import MappingProxyType
 
+from .own import is_spec, load_reward_function
 from .parsing import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
@@ -250,25 +251,29 @@ def reward_functions(names=None) -> list:
 
     ``names`` is ``None`` for all three (correctness, format, soft format), one name, or an iterable
     of names from ``REWARD_NAMES``. Exercise E2 (only format): ``reward_functions(["format_reward"])``
-    (or ``["format_reward", "soft_format_reward"]`` to keep the partial credit). An unknown or
+    (or ``["format_reward", "soft_format_reward"]`` to keep the partial credit). A student's own
+    function is named ``"module:function"`` or ``"file.py:function"`` (``rewards.own``), alone or
+    beside the course's: ``["correctness_reward", "mi_recompensa.py:respuesta_unica"]``. An unknown or
     repeated name, or an empty selection, raises ``ValueError`` (in Spanish: students call this).
     """
     if names is None:
         return list(_FUNCTIONS.values())
     if isinstance(names, str):
         names = [names]
-    names = list(names)
-    unknown = [n for n in names if n not in _FUNCTIONS]
+    names = [n.strip() if isinstance(n, str) else n for n in names]
+    unknown = [n for n in names if n not in _FUNCTIONS and not is_spec(n)]
     if unknown:
         raise ValueError(
             f"Función de recompensa desconocida: {', '.join(map(repr, unknown))}. "
-            f"Válidas: {', '.join(REWARD_NAMES)}."
+            f"Válidas: {', '.join(REWARD_NAMES)}, o una tuya como modulo:funcion o archivo.py:funcion."
         )
-    if len(set(names)) != len(names):
-        raise ValueError(f"Función de recompensa repetida en {names}: TRL la sumaría dos veces.")
     if not names:
         raise ValueError(f"Hace falta al menos una función de recompensa ({', '.join(REWARD_NAMES)}).")
-    return [_FUNCTIONS[n] for n in names]
+    funcs = [_FUNCTIONS[n] if n in _FUNCTIONS else load_reward_function(n, REWARD_NAMES) for n in names]
+    loaded = [f.__name__ for f in funcs]
+    if len(set(loaded)) != len(loaded):
+        raise ValueError(f"Función de recompensa repetida en {names}: TRL la sumaría dos veces.")
+    return funcs
 
 
 def accuracy_from_correctness(mean) -> float:

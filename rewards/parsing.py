@@ -5,7 +5,9 @@ grader can never disagree about what a completion answered:
 
 - ``parse_number(text)``: the single number written in a short text, as an exact ``Decimal``;
 - ``extract_answer(completion)``: the number inside the final ``<answer>...</answer>`` block;
-- ``parse_gold(answer_field)``: the integer after ``####`` in a GSM8K answer.
+- ``parse_gold(answer_field)``: the integer after ``####`` in a GSM8K answer;
+- ``last_number(completion)``: the last number written anywhere in a completion, tags or not (the
+  evaluation's format-independent reading: "did the model get the arithmetic right?").
 
 ``completion_text(completion)`` turns either completion format that TRL produces (a string, or a list
 of chat messages) into text.
@@ -44,6 +46,7 @@ __all__ = [
     "MAX_NUMBER_TEXT_CHARS",
     "completion_text",
     "extract_answer",
+    "last_number",
     "parse_gold",
     "parse_number",
 ]
@@ -261,6 +264,38 @@ def extract_answer(completion) -> Decimal | None:
         if end < start or end - start > MAX_NUMBER_TEXT_CHARS:
             return None
         return parse_number(text[start:end])
+    except Exception:  # pragma: no cover - defensive
+        return None
+
+
+def last_number(completion) -> Decimal | None:
+    """Return the last number written in a completion, wherever it is, or ``None``.
+
+    The format-independent reading of an answer, for evaluation only (never a reward: it pays for
+    "41 or 42" and for a number dropped anywhere). The completion is split on whitespace; the last
+    piece holding a digit goes through ``parse_number``, so the rules are the strict reader's: markup
+    and tags around it are ignored (``<answer>72</answer>``, ``**72**``, ``$1,000.``), and a piece that
+    is not one clean number (``3:30``, ``5k``, ``x2``, ``4²``) gives ``None`` rather than a guess from an
+    earlier number. ``completion`` is a string or a list of chat messages. Never raises.
+
+    >>> last_number("<think>48/2 = 24; 48 + 24 = 72</think>Son 72 clips.")
+    Decimal('72')
+    """
+    try:
+        text = completion_text(completion)
+        end = len(text)
+        # Scan backwards piece by piece: no split of a long completion, linear in what is read.
+        while end > 0:
+            while end > 0 and text[end - 1].isspace():
+                end -= 1
+            start = end
+            while start > 0 and not text[start - 1].isspace():
+                start -= 1
+            piece = text[start:end]
+            if any(ch.isdigit() for ch in piece):
+                return parse_number(piece)
+            end = start
+        return None
     except Exception:  # pragma: no cover - defensive
         return None
 

@@ -3,8 +3,15 @@
 One real run serves every assertion (each launch costs a vLLM start-up): it is interrupted with
 SIGINT right after its first checkpoint, which must record why it stopped; the same command then
 continues from that checkpoint and finishes, leaving the complete run folder.
+
+The run trains with the lesson's three rewards plus a student's own function from a file
+(``--rewards ...,tests/data/recompensa_alumno.py:razonamiento_con_cuentas``, as exercise E4 does), so the
+same run also checks the student-reward path end to end: the function trains, run.json records its
+source, and the C2b grader counts it as the student's own, beside an E2-style comparison run.
 """
 
+import hashlib
+import inspect
 import os
 import signal
 import subprocess
@@ -20,13 +27,20 @@ from labs.core import runfolder
 pytestmark = pytest.mark.slow
 RUN_NAME = "test-l71-resume"
 STEPS, SAVE = 2, 1
+STUDENT_FILE = Path(__file__).resolve().parent / "data" / "recompensa_alumno.py"
+STUDENT_REWARD = "razonamiento_con_cuentas"
+REWARDS = f"correctness_reward,format_reward,soft_format_reward,{STUDENT_FILE}:{STUDENT_REWARD}"
+
+
+def command() -> list[str]:
+    return [sys.executable, "-m", "labs", "l71", "--profile", "ci", "--run-name", RUN_NAME,
+            "--set", f"max_steps={STEPS}", "--set", f"save_steps={SAVE}", "--set", "report_to=wandb",
+            "--rewards", REWARDS]
 
 
 def launch(runs: Path, log: Path):
     env = dict(os.environ, COURSE_RUNS=str(runs), PYTHONUNBUFFERED="1", WANDB_MODE="offline")
-    cmd = [sys.executable, "-m", "labs", "l71", "--profile", "ci", "--run-name", RUN_NAME,
-           "--set", f"max_steps={STEPS}", "--set", f"save_steps={SAVE}", "--set", "report_to=wandb"]
-    return subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(command(), env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +99,12 @@ def test_run_folder_is_complete(resumed):
     assert status["state"] == "finished" and status["step"] == STEPS
     info = runfolder.read_json(run.path(runfolder.RUN_JSON))
     assert info["lab"] == "L7.1" and info["profile"]["name"] == "ci" and info["profile"]["max_steps"] == STEPS
-    assert info["reward_functions"] == ["correctness_reward", "format_reward", "soft_format_reward"]
+    assert info["reward_functions"] == ["correctness_reward", "format_reward", "soft_format_reward", STUDENT_REWARD]
     assert {"torch", "trl", "transformers"} <= set(info["versions"]) and info["hardware"]["cpu_count"]
     assert info["grpo_config"]["use_vllm"] and info["grpo_config"]["vllm_mode"] == "colocate"
     metric = run.metrics()[-1]
     for key in ("reward", "kl", "completions/mean_length", "rewards/correctness_reward/mean",
-                "frac_reward_zero_std", "step_time", "course/generation_seconds"):
+                f"rewards/{STUDENT_REWARD}/mean", "frac_reward_zero_std", "step_time", "course/generation_seconds"):
         assert key in metric, key
     assert (run.curves_dir / "training.png").stat().st_size > 10_000
     assert (run.root / "grading" / "informe.md").exists()
@@ -115,6 +129,11 @@ def test_evaluation_is_paired_and_complete(resumed):
     summary = runfolder.read_json(run.path(runfolder.EVAL_SUMMARY))
     assert summary["n"] == 8 and summary["dataset"] == "openai/gsm8k:main:test"
     assert summary["base_accuracy"] == sum(r["correct"] for r in base) / 8
+    # the format-independent reading, for both models
+    assert summary["base_accuracy_last_number"] == sum(r["correct_last_number"] for r in base) / 8
+    assert summary["trained_accuracy_last_number"] == sum(r["correct_last_number"] for r in trained) / 8
+    for record in base + trained:  # correct_last_number: the last number read equals the gold
+        assert record["correct_last_number"] == (record["last_number"] == str(record["gold"]))
     assert 0.0 <= summary["mcnemar_p"] <= 1.0
     # the evaluation generated with the trained weights: vLLM's copy equals the trainer's
     assert summary["engine_weight_max_abs_diff"] == 0.0
@@ -136,10 +155,39 @@ def test_a_finished_run_is_not_trained_again(resumed, tmp_path):
     run = resumed["run"]
     lines = run.metrics_path.read_text()
     env = dict(os.environ, COURSE_RUNS=str(run.root.parent))
-    result = subprocess.run(
-        [sys.executable, "-m", "labs", "l71", "--profile", "ci", "--run-name", RUN_NAME,
-         "--set", f"max_steps={STEPS}", "--set", f"save_steps={SAVE}", "--set", "report_to=wandb"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
+    result = subprocess.run(command(), capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0 and "ya terminó" in result.stdout
     assert run.metrics_path.read_text() == lines
+
+
+def test_run_json_records_the_students_function_and_its_source(resumed):
+    info = runfolder.read_json(resumed["run"].path(runfolder.RUN_JSON))
+    sources = {r["name"]: r for r in info["reward_sources"]}
+    assert [sources[n]["own"] for n in info["reward_functions"]] == [False, False, False, True]
+    own = sources[STUDENT_REWARD]
+    from rewards import reward_functions
+
+    source = inspect.getsource(reward_functions(f"{STUDENT_FILE}:{STUDENT_REWARD}")[0])
+    assert Path(own["file"]) == STUDENT_FILE and own["source"] == source
+    assert own["source_sha256"] == hashlib.sha256(source.encode()).hexdigest()
+    assert info["reward_values"][STUDENT_REWARD] is None  # not one of the course's values
+
+
+def test_the_grader_counts_the_students_function_beside_an_e2_comparison(resumed, tmp_path):
+    """C2b level 4's inputs from a real run: own functions, and a comparison where the detector fires."""
+    from labs.grading import grade as grading
+    from labs.grading.report import write_report
+
+    from rundirs import e2_run
+
+    comparison = e2_run(tmp_path)  # format only, 200 steps: the hack the student's function is set against
+    g = grading.grade_run(resumed["run"].root, comparisons=[comparison])
+    assert g.own_rewards == [STUDENT_REWARD]
+    assert STUDENT_REWARD in g.criterion(4).evidence[0]
+    assert g.comparisons[0].hacking.holds is True and g.comparisons[0].own_rewards == []
+    # On ci the main run has 2 steps and 8 holdout problems: criteria 1 and 3 cannot be decided, the
+    # detector cannot judge 2 logged steps, so no level is suggested; the report says why.
+    assert g.hacking.holds is None and grading.hack_prevented(g) is None
+    assert g.level == grading.NO_LEVEL and "No se puede determinar el criterio 1" in g.level_reason
+    report = write_report(g, tmp_path / "informe").read_text(encoding="utf-8")
+    assert STUDENT_REWARD in report and "e2_solo_formato" in report

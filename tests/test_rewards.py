@@ -552,3 +552,43 @@ def test_accuracy_from_correctness():
     assert math.isnan(accuracy_from_correctness(None))
     batch = correctness_reward([HONEST, "x", HONEST, "y"], answer=["42"] * 4)
     assert accuracy_from_correctness(sum(batch) / len(batch)) == 0.5
+
+
+# ------------------------------------------------------------------------------ last_number (evaluation)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<think>48/2 = 24; 48 + 24 = 72</think>\n<answer>72</answer>", Decimal(72)),
+        ("<think>48/2 = 24; 48 + 24 = 72</think>Son 72 clips en total.", Decimal(72)),  # no tags: still read
+        ("Creo que son 72 clips en total.", Decimal(72)),
+        ("**72**", Decimal(72)),
+        ("The answer is $1,000.", Decimal(1000)),
+        ("x = -7", Decimal(-7)),
+        ("18.00 dollars", Decimal(18)),
+        ("41 or 42", Decimal(42)),  # the last number, not a check that it is the only one
+        ("<answer>72</answer>\n\n  ", Decimal(72)),  # trailing whitespace
+        ("at 3:30", None),  # the last piece is not one clean number: no guess from earlier pieces
+        ("sold 5k", None),
+        ("4²", None),
+        ("no number here", None),
+        ("", None),
+    ],
+)
+def test_last_number_reads_the_last_number_with_the_strict_reader(text, expected):
+    from rewards import last_number
+
+    assert last_number(text) == expected
+    assert last_number(chat(text)) == expected  # the chat form TRL uses
+
+
+def test_last_number_never_raises_and_is_linear():
+    from rewards import last_number
+
+    for value in (None, 42, b"42", [{"role": "assistant"}], object()):
+        assert last_number(value) is None
+    long_text = "palabra " * 200_000 + "72"
+    start = time.perf_counter()
+    assert last_number(long_text) == 72
+    assert time.perf_counter() - start < 0.5

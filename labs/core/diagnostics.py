@@ -265,15 +265,49 @@ def holdout_gain(summary: dict | None, alpha: float = stats.ALPHA) -> Finding:
     )
 
 
+def arithmetic_comparison(summary: dict | None) -> dict | None:
+    """The holdout comparison on the format-independent reading (``correct_last_number``), if recorded.
+
+    ``eval/summary.json`` and the grader's recomputed comparison carry it under ``"last_number"``; without
+    it (an older run) the tag-gated comparison itself is returned.
+    """
+    if not isinstance(summary, dict):
+        return None
+    last = summary.get("last_number")
+    return last if isinstance(last, dict) else summary
+
+
+def holdout_pair_sentence(summary: dict | None) -> str:
+    """Format against arithmetic on the holdout, base -> trained, in one Spanish sentence ("" if unknown)."""
+    if not isinstance(summary, dict):
+        return ""
+    last = summary.get("last_number") if isinstance(summary.get("last_number"), dict) else {}
+    parts = []
+    for label, first, second in (
+        ("el formato pedido", summary.get("base_format_rate"), summary.get("trained_format_rate")),
+        ("los aciertos dentro de <answer>", summary.get("base_accuracy"), summary.get("trained_accuracy")),
+        ("los aciertos leyendo el último número (la aritmética, con o sin formato)", last.get("base_accuracy"), last.get("trained_accuracy")),
+    ):
+        if isinstance(first, (int, float)) and isinstance(second, (int, float)):
+            parts.append(f"{label} pasó de {first:.0%} a {second:.0%}")
+    return ("En el holdout, " + "; ".join(parts) + ".") if parts else ""
+
+
 def detect_format_hacking(metrics, eval_summary: dict | None = None) -> Finding:
     """The E2 pattern: the format reward rises while correctness does not.
 
     ``holds`` is True when the pattern is there. Correctness comes from the logged correctness reward;
-    a measurable gain on the holdout (``eval_summary``) rules the pattern out even when that reward is
-    flat (a model near the ceiling). When the run logs no correctness (E2 drops it), the holdout decides:
-    a measurable gain rules the pattern out, a measured lack of gain confirms it, and without a
-    conclusive evaluation it cannot tell.
+    a measurable gain on the holdout rules the pattern out even when that reward is flat (a model near
+    the ceiling). When the run logs no correctness (E2 drops it), the holdout decides: a measurable
+    gain rules the pattern out, a measured lack of gain confirms it, and without a conclusive
+    evaluation it cannot tell. The holdout gain is read on ``correct_last_number`` when the summary
+    has it (``arithmetic_comparison``): answers that only became readable inside ``<answer>`` raise the
+    tag-gated accuracy without any arithmetic learned, and must not rule the pattern out. The
+    messages put format and both accuracies side by side (``holdout_pair_sentence``).
     """
+    pair = holdout_pair_sentence(eval_summary)
+    pair = f" {pair}" if pair else ""
+    arithmetic = arithmetic_comparison(eval_summary)
     key = "format_hacking"
     fmt = format_series(metrics)
     if fmt is None:
@@ -294,7 +328,7 @@ def detect_format_hacking(metrics, eval_summary: dict | None = None) -> Finding:
             return Finding(
                 key, False, "No hay hacking de formato: la recompensa de formato subió, pero la de corrección también.", evidence=evidence
             )
-        gain = holdout_gain(eval_summary)
+        gain = holdout_gain(arithmetic)
         if gain.holds:  # e.g. a model near the ceiling: the logged correctness cannot rise much
             evidence["holdout"] = gain.evidence
             return Finding(
@@ -308,19 +342,19 @@ def detect_format_hacking(metrics, eval_summary: dict | None = None) -> Finding:
             key,
             True,
             "Posible hacking de formato: la recompensa de formato subió de forma sostenida "
-            f"({trend_sentence(fmt_rise.evidence)}) y la de corrección no ({trend_sentence(corr_rise.evidence)}). "
+            f"({trend_sentence(fmt_rise.evidence)}) y la de corrección no ({trend_sentence(corr_rise.evidence)}).{pair} "
             "Baja el peso del formato o enseña el formato antes con una pasada supervisada.",
             warning=True,
             evidence=evidence,
         )
-    gain = holdout_gain(eval_summary)
+    gain = holdout_gain(arithmetic)
     evidence["holdout"] = gain.evidence
     if gain.holds is None:
         return Finding(
             key,
             None,
             "La recompensa de formato subió y el entrenamiento no registra la corrección; no se puede saber si "
-            f"es hacking de formato sin una evaluación concluyente en el holdout. {gain.message}",
+            f"es hacking de formato sin una evaluación concluyente en el holdout.{pair} {gain.message}",
             evidence=evidence,
         )
     if gain.holds:
@@ -329,7 +363,7 @@ def detect_format_hacking(metrics, eval_summary: dict | None = None) -> Finding:
         key,
         True,
         "Hacking de formato: la recompensa de formato subió de forma sostenida y la precisión en el holdout no "
-        f"mejoró. {gain.message}",
+        f"mejoró.{pair} {gain.message}",
         warning=True,
         evidence=evidence,
     )

@@ -12,10 +12,18 @@ so a run can be understood and graded later without the model in memory::
       metrics.jsonl        one JSON object per logged training step, TRL's keys verbatim
                            (reward, kl, completions/mean_length, rewards/<name>/mean, ...) plus "step"
       eval/base.jsonl      one line per holdout problem for the model before GRPO:
-      eval/trained.jsonl   {"id", "gold", "extracted", "correct", "length", "completion"}
-                           ("length" counts completion tokens; "id" is e.g. "gsm8k-test-00042")
-      eval/summary.json    the paired comparison of the two files: accuracies, flip counts,
-                           difference with a 95% bootstrap interval, exact McNemar p-value
+      eval/trained.jsonl   {"id", "gold", "extracted", "correct", "last_number",
+                            "correct_last_number", "format_ok", "length", "completion"}
+                           ("length" counts completion tokens; "id" is e.g. "gsm8k-test-00042");
+                           "extracted"/"correct": the number in the one <answer> block (tag-gated,
+                           what the reward pays and criterion 3 grades); "last_number"/
+                           "correct_last_number": the last number anywhere in the completion, by the
+                           same strict reader (format-independent: the arithmetic alone)
+      eval/summary.json    the paired comparison of the two files on "correct": accuracies, flip
+                           counts, difference with a 95% bootstrap interval, exact McNemar p-value;
+                           "accuracy_field" names that field; "base_accuracy_last_number",
+                           "trained_accuracy_last_number" and "last_number" (the same comparison on
+                           "correct_last_number"); format rates and mean lengths of both models
       curves/*.png         the training curves, raw and smoothed
       resources.json       the memory the run used (labs.core.resources): peak resident memory of the
                            process, and on a GPU the device memory in use, sampled while it ran
@@ -59,7 +67,9 @@ STATE_RUNNING = "running"
 STATE_FINISHED = "finished"
 STATE_FAILED = "failed"
 
-EVAL_RECORD_KEYS = ("id", "gold", "extracted", "correct", "length", "completion")
+EVAL_RECORD_KEYS = (
+    "id", "gold", "extracted", "correct", "last_number", "correct_last_number", "format_ok", "length", "completion",
+)
 
 
 def now_iso() -> str:

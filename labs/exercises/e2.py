@@ -1,7 +1,7 @@
 """E2, reward hacking: the recipe without ``correctness_reward`` against the full recipe.
 
 Correctness is not a reward in the E2 run, so it is read from the holdout (base against trained
-accuracy) and, step by step, by scoring the logged training completions with ``correctness_reward``
+accuracy, both tag-gated and by the last number, which does not depend on the format) and, step by step, by scoring the logged training completions with ``correctness_reward``
 afterwards. ``labs.core.diagnostics.detect_format_hacking`` gives the verdict.
 """
 
@@ -73,6 +73,8 @@ def e2_rows(runs: Sequence[RunData], golds: dict[str, str] | None = None) -> lis
                 "train_accuracy_last": acc_last,
                 "base_accuracy": s.get("base_accuracy"),
                 "trained_accuracy": s.get("trained_accuracy"),
+                "base_accuracy_last_number": s.get("base_accuracy_last_number"),
+                "trained_accuracy_last_number": s.get("trained_accuracy_last_number"),
                 "base_format_rate": s.get("base_format_rate"),
                 "trained_format_rate": s.get("trained_format_rate"),
                 "mcnemar_p": s.get("mcnemar_p"),
@@ -95,6 +97,8 @@ E2_COLUMNS = {
     "train_accuracy_last": "aciertos en entrenamiento al final",
     "base_accuracy": "precisión base (holdout)",
     "trained_accuracy": "precisión entrenado (holdout)",
+    "base_accuracy_last_number": "aritmética base (holdout, último número)",
+    "trained_accuracy_last_number": "aritmética entrenado (holdout, último número)",
     "base_format_rate": "formato base (holdout)",
     "trained_format_rate": "formato entrenado (holdout)",
     "mcnemar_p": "McNemar p",

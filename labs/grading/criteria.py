@@ -191,6 +191,9 @@ def holdout(data: RunData, checked: Holdout | None = None) -> Criterion:
         "Mejora medible de corrección en el holdout (GSM8K test)",
         NO_SE_PUEDE,
         threshold=(
+            f"Se califica el campo 'correct' de {rf.EVAL_BASE} y {rf.EVAL_TRAINED}: el número dentro del único bloque <answer>, "
+            "lo que paga la recompensa de corrección y pide la receta (responder en el formato, y bien). 'correct_last_number' "
+            "(el último número, sin exigir formato) no decide este criterio: lo usa el detector de hacking de formato. "
             f"Mismos problemas de GSM8K test (ids '{ID_PREFIX}…') para el modelo base y el entrenado. Cumple si la diferencia es "
             f"positiva y McNemar exacto da p < {stats.ALPHA}. No cumple si empeora con p < {stats.ALPHA}, o si no es significativa "
             f"y el holdout tenía un 80 % de potencia para detectar +{dg.MIN_GAIN * 100:.0f} puntos (con al menos un "
@@ -266,6 +269,20 @@ def notebook_answers(notebook: dict | None) -> dict[str, str | None]:
     return answers
 
 
+def own_source_lines(run: dict | None) -> list[str]:
+    """The student's own reward functions as run.json records them (file and SHA-256 of the source)."""
+    sources = run.get("reward_sources") if isinstance(run, dict) else None
+    lines = []
+    for r in sources[:20] if isinstance(sources, list) else []:
+        if not (isinstance(r, dict) and r.get("own") is True and isinstance(r.get("name"), str)):
+            continue
+        digest = r.get("source_sha256")
+        digest = digest[:12] if isinstance(digest, str) and digest.isalnum() else "n/d"
+        file = str(r.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1][:80] or "n/d"
+        lines.append(f"Función propia {r['name'][:100]}: archivo {file}, SHA-256 del código {digest}… (el código está en run.json).")
+    return lines
+
+
 def explanations(data: RunData, notebook: dict | None = None) -> Criterion:
     c = Criterion(
         4,
@@ -280,6 +297,7 @@ def explanations(data: RunData, notebook: dict | None = None) -> Criterion:
     else:
         c.reasons.append("No se puede listar las funciones de recompensa porque ni run.json ni las métricas las nombran.")
     c.values["reward_functions"] = [n for n, _ in names]
+    c.evidence.extend(own_source_lines(data.run))
     c.values["answers"] = notebook_answers(notebook)
     if notebook is None:
         c.reasons.append("No se encontró el notebook C2b_rubrica.ipynb en la entrega: pide las explicaciones por escrito.")

@@ -22,7 +22,9 @@ GSM8K_TEST_SIZE = 1319
 
 @dataclass
 class Holdout:
-    comparison: dict | None = None  # labs.core.stats.paired_comparison over the paired ids
+    # labs.core.stats.paired_comparison of "correct" over the paired ids (what criterion 3 grades), plus
+    # "last_number" (the same on "correct_last_number") and the format rates, when the files have them
+    comparison: dict | None = None
     problems: list[str] = field(default_factory=list)  # why it cannot be evaluated (Spanish)
     notes: list[str] = field(default_factory=list)  # warnings that do not stop the evaluation
 
@@ -39,7 +41,7 @@ def _dataset_ok(name) -> bool:
     return "gsm8k" in lowered and "test" in lowered
 
 
-def _by_id(rows: list[dict], label: str, out: Holdout) -> dict[str, object]:
+def _by_id(rows: list[dict], label: str, out: Holdout | None, field: str = "correct") -> dict[str, object]:
     records: dict[str, object] = {}
     duplicates = 0
     for row in rows:
@@ -49,10 +51,25 @@ def _by_id(rows: list[dict], label: str, out: Holdout) -> dict[str, object]:
         if key in records:
             duplicates += 1
             continue
-        records[key] = row.get("correct")
-    if duplicates:
+        records[key] = row.get(field)
+    if duplicates and out is not None:
         out.notes.append(f"El archivo del modelo {label} repite {duplicates} ids; se usa la primera aparición de cada uno.")
     return records
+
+
+def _side_readings(data: RunData, common: list[str], comparison: dict) -> None:
+    """Beside the graded comparison: the format-independent one and the format rates (for the hack detector)."""
+    base_last = _by_id(data.base, "base", None, "correct_last_number")
+    trained_last = _by_id(data.trained, "entrenado", None, "correct_last_number")
+    try:
+        comparison["last_number"] = stats.paired_comparison([base_last[i] for i in common], [trained_last[i] for i in common])
+    except ValueError:
+        pass  # an older run folder without correct_last_number
+    for label, rows in (("base", data.base), ("trained", data.trained)):
+        formats = _by_id(rows, label, None, "format_ok")
+        flags = [formats[i] for i in common if isinstance(formats.get(i), bool)]
+        if flags:
+            comparison[f"{label}_format_rate"] = sum(flags) / len(flags)
 
 
 def _foreign_ids(rows: list[dict]) -> list[str]:
@@ -107,6 +124,7 @@ def check_holdout(data: RunData) -> Holdout:
         out.notes.append(f"{plural(comparison['n_skipped'], 'problema no tiene', 'problemas no tienen')} 'correct' verdadero o falso y "
                          f"{'se deja' if comparison['n_skipped'] == 1 else 'se dejan'} fuera.")
     _compare_with_summary(summary, comparison, out)
+    _side_readings(data, common, comparison)
     out.comparison = comparison
     return out
 

@@ -19,7 +19,9 @@ def main(argv=None) -> int:
     )
     add_run_arguments(parser)
     parser.add_argument(
-        "--rewards", help="funciones de recompensa separadas por comas (por defecto las tres de la lección)"
+        "--rewards",
+        help="funciones de recompensa separadas por comas (por defecto las tres de la lección); una tuya se "
+        "escribe modulo:funcion o archivo.py:funcion",
     )
     parser.add_argument("--lab", default=LAB, help="etiqueta del laboratorio en run.json (L7.1, E1, E2, E3)")
     args = parser.parse_args(argv)

@@ -11,7 +11,8 @@ from labs.core import resources, runinfo
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.runfolder import RUN_JSON, SCHEMA_VERSION, STATE_FINISHED, RunFolder, now_iso, read_json, write_json
-from rewards import REWARD_VALUES, reward_functions
+from rewards import REWARD_NAMES, REWARD_VALUES, reward_functions
+from rewards.own import describe_reward_functions
 
 LAB = "L7.1"
 
@@ -36,6 +37,8 @@ def write_run_json(run: RunFolder, profile: Profile, lab: str, reward_funcs, bas
         "grpo_config": recipe.grpo_config_kwargs(profile, str(run.checkpoints)),
         "reward_functions": names,
         "reward_values": {n: REWARD_VALUES.get(n) for n in names},
+        # where each function came from; a student's own: its file and a SHA-256 of its source
+        "reward_sources": describe_reward_functions(reward_funcs, REWARD_NAMES),
         "base_model": base_model,
         "dataset": "openai/gsm8k:main",
         **runinfo.collect(),
@@ -112,11 +115,28 @@ class Lab:
         if self.read_only:
             print(f"[run] {self.run.root} ya terminó: no cargo el modelo ni el motor vLLM, solo leo la carpeta.")
             return None
-        self.trainer = recipe.make_trainer(
+        return self.use_trainer(recipe.make_trainer(
             self.profile, self.run, self.base_model, self.reward_funcs, course_data.to_dataset(self.splits["train"])
-        )
-        self.generate = generator(self.trainer, self.profile)
-        return self.trainer
+        ))
+
+    def use_trainer(self, trainer):
+        """Take the trainer (the notebook builds its own ``GRPOTrainer``): evaluation generates with it.
+
+        A ``GRPOConfig`` value changed by hand in the notebook's cell is recorded in ``run.json``
+        (``grpo_config`` holds what the trainer really got, ``grpo_config_changes`` the profile's value
+        beside it) and said here, so the run folder never claims the profile's value.
+        """
+        self.trainer = trainer
+        self.generate = generator(trainer, self.profile)
+        changes = config_changes(recipe.grpo_config_kwargs(self.profile, str(self.run.checkpoints)), trainer.args)
+        if changes and self.run.path(RUN_JSON).exists():
+            record = read_json(self.run.path(RUN_JSON))
+            record["grpo_config"].update({k: new for k, (_, new) in changes.items()})
+            record["grpo_config_changes"] = {k: {"perfil": old, "usado": new} for k, (old, new) in changes.items()}
+            write_json(self.run.path(RUN_JSON), record)
+        for key, (old, new) in changes.items():
+            print(f"[run] {key}: {new!r} en lugar del valor del perfil {old!r} (queda apuntado en run.json).")
+        return trainer
 
     def evaluate_base(self) -> list[dict]:
         self.base_records = evaluation.evaluate(self.splits["eval"], self.generate, self.run, "base")
@@ -153,7 +173,8 @@ class Lab:
             write_missing_report(self.run)
             return
         resources.record(self.run, self.monitor, self.lab, **self.resource_fields())
-        finish(self.run, self.profile, self.trainer.state.global_step)
+        # max_steps as the trainer ran it (a notebook may change it in its GRPOConfig cell)
+        finish(self.run, self.profile.replace(max_steps=self.trainer.args.max_steps), self.trainer.state.global_step)
 
     def close(self) -> None:
         """Stop the memory sampling thread (a failed run never reaches ``finish``)."""
@@ -186,6 +207,16 @@ def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB
         return lab.run_all()
     finally:
         lab.close()
+
+
+def config_changes(recipe_kwargs: dict, args) -> dict:
+    """``{key: (recipe's value, value in args)}`` for every recipe keyword the config does not keep."""
+    changes = {}
+    for key, value in recipe_kwargs.items():
+        used = getattr(args, key, value)
+        if used != value:
+            changes[key] = (value, used)
+    return changes
 
 
 def generator(trainer, profile: Profile):

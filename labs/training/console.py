@@ -108,7 +108,11 @@ def use_step_lines(trainer, max_steps: int, echo=print, line=step_line) -> None:
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback).__name__ in RAW_PRINTERS:
             trainer.callback_handler.remove_callback(callback)
-    trainer.add_callback(step_line_callback(max_steps, echo, line))
+    if any(getattr(c, "course_step_lines", False) for c in trainer.callback_handler.callbacks):
+        return  # already there: a repeated train() on the same trainer
+    callback = step_line_callback(max_steps, echo, line)
+    callback.course_step_lines = True
+    trainer.add_callback(callback)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ waiting minutes for a model to load and then reading a stack trace.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 
 from labs.core.paths import GSM8K_DIR
@@ -125,6 +126,73 @@ def check_reward_functions(reward_funcs, columns) -> list[str]:
     return problems
 
 
+def _sample_batch(columns) -> dict:
+    """What TRL passes a reward function for one group: the example completions of ``rewards.examples``."""
+    from rewards.examples import EXAMPLES, GOLD, QUESTION
+
+    picked = EXAMPLES[:4]
+    n = len(picked)
+    batch = {
+        "prompts": [[{"role": "user", "content": QUESTION}]] * n,
+        "completions": [[{"role": "assistant", "content": e.text}] for e in picked],
+        "completion_ids": [[1, 2, 3]] * n,
+        "trainer_state": None,
+        "log_extra": lambda *args, **kwargs: None,
+        "log_metric": lambda *args, **kwargs: None,
+    }
+    samples = {"answer": GOLD, "id": "gsm8k-train-00000"}
+    for column in columns:
+        if column != "prompt":
+            batch[column] = [samples.get(column, "")] * n
+    return batch
+
+
+def check_reward_calls(reward_funcs, columns) -> list[str]:
+    """Call each reward function once, as TRL will, on four example completions of one problem.
+
+    A function that raises, or returns something other than one number (or None) per completion, fails
+    here with its name, before minutes of model loading, instead of at the first training step with a
+    traceback. ``async`` functions are not called (TRL awaits them; their signature is still checked).
+    """
+    problems = []
+    for func in reward_funcs:
+        name = getattr(func, "__name__", repr(func))
+        if inspect.iscoroutinefunction(func):
+            continue
+        batch = _sample_batch(columns)
+        n = len(batch["completions"])
+        try:
+            values = func(**batch)
+        except Exception as exc:
+            problems.append(
+                f"La función de recompensa {name} lanzó {type(exc).__name__}: {exc} al probarla con {n} respuestas de "
+                "ejemplo (como las llama TRL: completions es una lista de listas de mensajes "
+                '[{"role": "assistant", "content": ...}], y answer una lista de textos). Una recompensa no debe lanzar: '
+                "devuelve 0.0 para la respuesta que no sepas puntuar."
+            )
+            continue
+        if not isinstance(values, (list, tuple)):
+            problems.append(
+                f"La función de recompensa {name} devolvió {type(values).__name__}; debe devolver una lista con un "
+                f"número por respuesta ({n} en la prueba)."
+            )
+            continue
+        if len(values) != n:
+            problems.append(
+                f"La función de recompensa {name} devolvió {len(values)} valor{'' if len(values) == 1 else 'es'} para {n} "
+                "respuestas: debe devolver "
+                "exactamente uno por respuesta, en el mismo orden."
+            )
+            continue
+        bad = [v for v in values if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))]
+        if bad:
+            problems.append(
+                f"La función de recompensa {name} devolvió valores que no son números finitos ({bad[0]!r}): cada "
+                "valor debe ser un float (o None para no puntuar esa respuesta)."
+            )
+    return problems
+
+
 def check_config_keywords(keywords) -> list[str]:
     return [REMOVED_KEYWORDS[k] for k in keywords if k in REMOVED_KEYWORDS]
 
@@ -146,5 +214,8 @@ def preflight(profile: Profile, reward_funcs=(), columns=(), keywords=()) -> Non
         + check_paths(profile)
         + (check_reward_functions(reward_funcs, columns) if reward_funcs else [])
     )
+    # Only functions whose signature is right are called: a wrong one would only fail again as a TypeError.
+    callable_ok = [f for f in reward_funcs or () if not check_reward_functions([f], columns)]
+    problems += check_reward_calls(callable_ok, columns)
     if problems:
         raise PreflightError(problems)

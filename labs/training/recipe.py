@@ -5,6 +5,10 @@ drift guard (tests/test_api_drift.py) checks them against both TRL releases the 
 ``train`` runs the trainer inside a run folder (labs.core.runfolder): it appends every logged step to
 ``metrics.jsonl``, keeps ``status.json`` current, resumes from the newest checkpoint, and turns a
 crash into a status record plus a Spanish message that says what to change.
+
+The same pieces, one by one, for a notebook that writes ``GRPOConfig(...)`` and ``GRPOTrainer(...)`` in
+its own cells: ``prepare_environment`` (before the trainer), ``run_folder_callbacks`` (its
+``callbacks=``), ``resume_point`` and ``recorded_training`` (around ``trainer.train(...)``).
 """
 
 from __future__ import annotations
@@ -198,29 +202,50 @@ class NonFiniteLoss(RuntimeError):
     pass
 
 
-def _callbacks(run: RunFolder, max_steps: int, timer: dict):
+def run_folder_callbacks(run: RunFolder) -> list:
+    """The callbacks that keep ``run``'s bookkeeping: pass them as ``GRPOTrainer(callbacks=...)``.
+
+    One ``RunFolderCallback``: it appends each logged step to ``metrics.jsonl`` (with the seconds spent
+    generating, once ``recorded_training`` times the generation), keeps ``status.json`` at the step
+    reached, and stops the run on a non-finite loss or gradient norm.
+    """
     from transformers import TrainerCallback
 
     class RunFolderCallback(TrainerCallback):
         """Append each training log to metrics.jsonl and keep status.json at the step reached."""
 
+        def __init__(self):
+            self.run = run
+            self.timer: dict = {}
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             record = {"step": int(state.global_step), **{k: _plain(v) for k, v in logs.items()}}
-            if timer.get("generation_seconds") is not None:
-                record["course/generation_seconds"] = round(timer["generation_seconds"], 4)
-                timer["generation_seconds"] = 0.0
+            if self.timer.get("generation_seconds") is not None:
+                record["course/generation_seconds"] = round(self.timer["generation_seconds"], 4)
+                self.timer["generation_seconds"] = 0.0
             from labs.core.runfolder import append_jsonl
 
             append_jsonl(run.metrics_path, record)
-            run.write_status(STATE_RUNNING, state.global_step, max_steps)
+            run.write_status(STATE_RUNNING, state.global_step, args.max_steps)
             for key in ("loss", "grad_norm"):
                 value = logs.get(key)
                 if isinstance(value, float) and not math.isfinite(value):
                     raise NonFiniteLoss(f"{key}={value} en el paso {state.global_step}")
 
     return [RunFolderCallback()]
+
+
+def _run_folder_callback(trainer, run: RunFolder):
+    """The trainer's RunFolderCallback for ``run``; added if the notebook's cell left it out."""
+    for callback in trainer.callback_handler.callbacks:
+        own = getattr(callback, "run", None)
+        if isinstance(own, RunFolder) and own.root == run.root:
+            return callback
+    callback = run_folder_callbacks(run)[0]
+    trainer.add_callback(callback)
+    return callback
 
 
 def _plain(value):
@@ -231,7 +256,9 @@ def _plain(value):
 
 
 def _time_generation(trainer, timer: dict) -> None:
-    """Wrap the trainer's generation call to log how much of each step is generation."""
+    """Wrap the trainer's generation call to log how much of each step is generation (once per trainer)."""
+    if getattr(trainer._generate, "_course_timed", False):
+        return
     original = trainer._generate
     timer["generation_seconds"] = 0.0
 
@@ -242,6 +269,7 @@ def _time_generation(trainer, timer: dict) -> None:
         finally:
             timer["generation_seconds"] += time.perf_counter() - start
 
+    timed._course_timed = True
     trainer._generate = timed
 
 
@@ -259,13 +287,11 @@ def checkpoint_step(checkpoint) -> int:
     return int(str(checkpoint).rsplit("-", 1)[1])
 
 
-def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_dataset, **extra):
-    """A GRPOTrainer writing into ``run``; ``model`` is a path/id or a (PEFT) model object."""
+def prepare_environment(profile: Profile, run: RunFolder) -> None:
+    """What must happen before ``GRPOTrainer(...)`` builds its vLLM engine and its loggers."""
     from labs.training import console
 
     console.quiet_third_party()  # before TRL is imported: its vLLM-range warning fires at import
-    from trl import GRPOTrainer
-
     if profile.use_vllm:
         from labs.training import vllm_cpu_shim
 
@@ -278,18 +304,27 @@ def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_da
         os.environ.setdefault("WANDB_DIR", str(run.root))
         os.environ.setdefault("WANDB_PROJECT", "grpo-course")
         os.environ.setdefault("WANDB_NAME", run.root.name)
+
+
+def make_trainer(profile: Profile, run: RunFolder, model, reward_funcs, train_dataset, **extra):
+    """A GRPOTrainer writing into ``run``; ``model`` is a path/id or a (PEFT) model object.
+
+    The L7.1 notebook writes these same calls in its cells (``GRPOConfig(...)``, ``GRPOTrainer(...)``).
+    """
+    prepare_environment(profile, run)  # before TRL is imported (its vLLM-range warning fires at import)
+    from trl import GRPOTrainer
+
     args = build_grpo_config(profile, str(run.checkpoints))
     if profile.use_lora and "peft_config" not in extra and isinstance(model, str):
         extra["peft_config"] = lora_config(profile)
-    trainer = GRPOTrainer(
-        model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset, **extra
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=train_dataset,
+        callbacks=run_folder_callbacks(run),
+        **extra,
     )
-    timer: dict = {}
-    _time_generation(trainer, timer)
-    for callback in _callbacks(run, profile.max_steps, timer):
-        trainer.add_callback(callback)
-    console.use_step_lines(trainer, profile.max_steps)  # one Spanish line per step, not TRL's dicts
-    return trainer
 
 
 @contextlib.contextmanager
@@ -317,23 +352,41 @@ def stop_signals_raise_keyboard_interrupt():
             signal.signal(s, h)
 
 
-def train(trainer, profile: Profile, run: RunFolder) -> None:
-    """Train (resuming from the newest checkpoint if any); record success or the reason for failure."""
+def resume_point(run: RunFolder) -> str | None:
+    """The newest complete checkpoint to resume from (None: start), dropping metrics logged after it."""
     checkpoint = run.last_checkpoint()
-    if checkpoint is not None:
-        dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
-        again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
-        print(f"[run] Continúo desde {checkpoint.name} ({again}).")
-    run.write_status(STATE_RUNNING, checkpoint_step(checkpoint) if checkpoint else 0, profile.max_steps)
+    if checkpoint is None:
+        return None
+    dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
+    again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
+    print(f"[run] Continúo desde {checkpoint.name} ({again}).")
+    return str(checkpoint)
+
+
+@contextlib.contextmanager
+def recorded_training(trainer, profile: Profile, run: RunFolder, resume_from: str | None = None):
+    """Wrap ``trainer.train(...)``: ``status.json`` follows it, and a crash leaves its reason there.
+
+    Before: the run is marked running at the step it resumes from, and generation is timed for
+    ``metrics.jsonl``. During: Ctrl+C and SIGTERM stop through here. On an exception: ``status.json``
+    records the kind ("oom", "disk", ...) and a Spanish message of what to change, and ``RunFailed``
+    carries that message. After: the run is marked "trained" (``finished`` comes after evaluation).
+    """
+    from labs.training import console
+
+    max_steps = trainer.args.max_steps
+    _time_generation(trainer, _run_folder_callback(trainer, run).timer)
+    console.use_step_lines(trainer, max_steps)  # one Spanish line per step, not TRL's dicts
+    run.write_status(STATE_RUNNING, checkpoint_step(resume_from) if resume_from else 0, max_steps)
     try:
         with stop_signals_raise_keyboard_interrupt():
-            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            yield
     except BaseException as exc:
         failure = classify_failure(exc, profile)
         run.write_status(
             STATE_FAILED,
             trainer.state.global_step,
-            profile.max_steps,
+            max_steps,
             kind=failure.kind,
             message_es=failure.message_es,
             error=f"{type(exc).__name__}: {exc}"[:2000],
@@ -341,7 +394,14 @@ def train(trainer, profile: Profile, run: RunFolder) -> None:
         )
         raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
     # "finished" is written by the lab once evaluation and report are done too.
-    run.write_status(STATE_RUNNING, trainer.state.global_step, profile.max_steps, phase="trained")
+    run.write_status(STATE_RUNNING, trainer.state.global_step, max_steps, phase="trained")
+
+
+def train(trainer, profile: Profile, run: RunFolder) -> None:
+    """Train (resuming from the newest checkpoint if any); record success or the reason for failure."""
+    checkpoint = resume_point(run)
+    with recorded_training(trainer, profile, run, checkpoint):
+        trainer.train(resume_from_checkpoint=checkpoint)
 
 
 # Why each non-obvious GRPOConfig keyword has the value it has (shown as a table in the L7.1 notebook).
