@@ -52,6 +52,13 @@ def train_and_compare(profile, rows, run) -> dict:
         "compared": synced["compared"],
         "missing": synced["missing"],
         "steps": trainer.state.global_step,
+        "kv_cache_bytes": vllm_cpu_shim.engine_kv_cache_bytes(trainer),
+        "kv_cache_planned": vllm_cpu_shim.kv_cache_bytes_for(
+            str(models.model_path(profile)), profile.generation_batch_size, profile.vllm_max_model_length
+        ),
+        # what one step needs at once: every completion of the batch at its longest
+        "kv_cache_needed": profile.generation_batch_size * profile.vllm_max_model_length
+        * vllm_cpu_shim.kv_bytes_per_token(str(models.model_path(profile))),
     }
     return verdict
 

@@ -29,3 +29,12 @@ def test_missing_or_broken_file_reads_as_none(tmp_path):
     assert resources.read_resources(tmp_path) is None
     (tmp_path / RESOURCES_JSON).write_text("{not json")
     assert resources.read_resources(tmp_path) is None
+
+
+def test_malloc_tuning_is_accepted_by_glibc():
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        assert resources.keep_freed_memory() is False
+    else:
+        assert resources.keep_freed_memory() is True

@@ -41,3 +41,10 @@ def test_engine_is_stale_until_synced_then_equal(verdict):
     assert verdict["diff_before_sync"] > 0.0
     assert verdict["diff_after_sync"] == 0.0
     assert verdict["compared"] > 100 and verdict["missing"] == []
+
+
+def test_kv_cache_is_sized_for_one_batch_not_for_the_machine(verdict):
+    # The engine runs at most one generation batch of sequences at once (TRL's max_num_seqs):
+    # its cache holds those at full length, and not the fixed GiB it used to take.
+    assert verdict["kv_cache_needed"] <= verdict["kv_cache_bytes"] <= verdict["kv_cache_planned"]
+    assert verdict["kv_cache_bytes"] < 2**30 / 4

@@ -165,9 +165,14 @@ CPU = Profile(
     eval_size=48,
     max_prompt_tokens=256,
     num_generations=4,
-    max_completion_length=96,
-    per_device_train_batch_size=8,
-    gradient_accumulation_steps=1,
+    # 64 new tokens as on ci: a third fewer decoding steps in every step and evaluation, which is most of
+    # a step's time on a CPU (benchmarks/bench_footprint.py).
+    max_completion_length=64,
+    # Eight completions per step (two prompts), trained two at a time: the activations of two sequences
+    # instead of eight, for the same gradient. Eight at once took the steps to 9.1 GiB resident
+    # (benchmarks/bench_footprint.py). vLLM still generates the eight together (TRL's max_num_seqs).
+    per_device_train_batch_size=2,
+    gradient_accumulation_steps=4,
     learning_rate=5e-6,
     beta=0.04,
     max_steps=20,
@@ -176,7 +181,7 @@ CPU = Profile(
     format_pass_examples=64,
     format_pass_epochs=2,
     format_pass_learning_rate=1e-4,
-    eval_max_new_tokens=96,
+    eval_max_new_tokens=64,
     lora_r=8,
     lora_alpha=16,
     max_seq_length=384,

@@ -21,6 +21,33 @@ from labs.core.runfolder import RESOURCES_JSON, RunFolder, read_json, write_json
 
 
 
+# glibc's malloc hands a large freed block back to the kernel (munmap, or trimming the heap's top) and
+# asks for it again on the next allocation, so every decoding step and every micro-batch paid for
+# page faults: 140,000 a second and half the CPU time in the kernel during a warm `make` on 2 cores
+# (benchmarks/bench_footprint.py). The largest threshold glibc accepts (32 MiB on 64-bit) keeps the
+# blocks of a step in the heap, and a high trim threshold keeps the heap's top for the next step.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD_BYTES = 32 << 20
+TRIM_THRESHOLD_BYTES = 1 << 30
+
+
+def keep_freed_memory() -> bool:
+    """Tune glibc's malloc for a training loop (see above); False where it is not glibc."""
+    import ctypes
+    import ctypes.util
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+        )
+    except (OSError, AttributeError):
+        return False
+
+
 def gib(n_bytes: float) -> float:
     return round(n_bytes / 2**30, 3)
 

@@ -78,6 +78,8 @@ class Lab:
         self.lab = lab
         self.reward_funcs = reward_functions(reward_names)
         prepare(self.profile, self.reward_funcs)  # before any model is loaded
+        if self.profile.use_cpu:
+            resources.keep_freed_memory()
         self.run = new_run(self.profile, run_name, fresh, lab)
         self.trainer = None
         self.generate = None

@@ -35,6 +35,11 @@ from labs.core.paths import cache_dir, staged_folder
 from labs.core.profiles import Profile
 
 FORMAT_VERSION = 1  # bump when the target text below changes, so old caches are not reused
+# Eight examples per optimizer step, fed two at a time: the activations of eight sequences at once took
+# the pass to 11 GB of resident memory on CPU (benchmarks/bench_footprint.py --format-pass); the
+# gradient is the same sum over the same eight examples.
+BATCH_SIZE = 8
+MICRO_BATCH_SIZE = 2
 COMPLETE_MARKER = "format_pass.json"
 _CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
 
@@ -110,8 +115,8 @@ def sft_config_kwargs(profile: Profile, output_dir: str, eos_token: str | None =
         output_dir=output_dir,
         num_train_epochs=profile.format_pass_epochs,
         learning_rate=profile.format_pass_learning_rate,
-        per_device_train_batch_size=8,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=MICRO_BATCH_SIZE,
+        gradient_accumulation_steps=BATCH_SIZE // MICRO_BATCH_SIZE,
         max_length=profile.max_seq_length,
         use_cpu=profile.use_cpu,
         bf16=profile.bf16,
@@ -154,7 +159,7 @@ def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) ->
             processing_class=tokenizer,
             peft_config=lora_config(profile) if profile.use_lora else None,
         )
-        steps = -(-len(rows) // config.per_device_train_batch_size) * profile.format_pass_epochs
+        steps = -(-len(rows) // BATCH_SIZE) * profile.format_pass_epochs  # optimizer steps
         console.use_step_lines(trainer, steps, line=console.format_pass_line)
         result = trainer.train()
         if profile.use_lora:  # GRPO, vLLM and the evaluation load an ordinary checkpoint

@@ -22,12 +22,16 @@ What it does
    in float32 on CPU (``bf16=False``), so the engine matches it exactly. The same wrapper turns on
    ``enforce_eager``: compiling the model graph on CPU took minutes of start-up here against
    seconds without it, for no gain that a 135M model's short generations can use.
-3. Size the engine's KV cache explicitly (1 GiB unless ``VLLM_CPU_KVCACHE_SPACE`` says otherwise).
-   On CPU, vLLM reads ``gpu_memory_utilization`` as a fraction of the machine's RAM and gives the KV
-   cache that amount minus the whole process's resident memory (torch, the training model, vLLM's
-   own copy). With 0.3 that reserves ~7 GiB on a 24 GiB machine for a cache that needs ~0.1 GiB,
-   refuses to start when other programs use the RAM, and with 0.1 it is negative. 1 GiB holds
-   about 23,000 tokens of SmolLM2's float32 cache: every group and the whole holdout at once.
+3. Size the engine's KV cache explicitly, for what it can hold at once (``VLLM_CPU_KVCACHE_SPACE``,
+   in GiB, overrides it). On CPU, vLLM reads ``gpu_memory_utilization`` as a fraction of the machine's
+   RAM and gives the KV cache that amount minus the whole process's resident memory (torch, the
+   training model, vLLM's own copy). With 0.3 that reserves ~7 GiB on a 24 GiB machine, refuses to
+   start when other programs use the RAM, and with 0.1 it is negative. TRL caps the engine at
+   ``max_num_seqs`` = one generation batch (per_device_train_batch_size x steps_per_generation; the
+   evaluation too goes through in waves of that many), each at most ``max_model_len`` tokens, so
+   ``kv_cache_bytes_for`` gives it that many sequences plus one, in whole 128-token blocks: 0.15 GiB
+   on the cpu profile, where a fixed 1 GiB (23,000 tokens of SmolLM2's float32 cache, for at most
+   8 x 320) was resident and mostly unused (benchmarks/bench_footprint.py).
 
 It is applied only when vLLM runs on its CPU back-end, never on CUDA. ``apply()`` is idempotent.
 ``engine_weight_diff(trainer)`` measures, after a step, how far the engine's weights are from the
@@ -40,7 +44,8 @@ import functools
 import os
 
 _APPLIED = False
-CPU_KV_CACHE_BYTES = 1 << 30
+CPU_KV_CACHE_BYTES = 1 << 30  # when the model's config cannot be read (and the most it gets)
+CPU_BLOCK_TOKENS = 128  # vLLM's CPU back-end's default KV block size (vllm.platforms.cpu)
 
 
 def vllm_runs_on_cpu() -> bool:
@@ -68,6 +73,34 @@ def _keep_weight_dispatch(original):
     return dispatch
 
 
+def kv_bytes_per_token(model: str) -> int | None:
+    """Float32 K and V of every layer for one token, from the model's ``config.json`` (None if unreadable)."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+        heads = config["num_attention_heads"]
+        head_dim = config.get("head_dim") or config["hidden_size"] // heads
+        kv_heads = config.get("num_key_value_heads") or heads
+        return 2 * config["num_hidden_layers"] * kv_heads * head_dim * 4
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def kv_cache_bytes_for(model: str, max_num_seqs: int | None, max_model_len: int | None) -> int:
+    """Bytes of a float32 KV cache that holds ``max_num_seqs + 1`` sequences of ``max_model_len`` tokens.
+
+    In whole blocks of ``CPU_BLOCK_TOKENS``; ``CPU_KV_CACHE_BYTES`` when the model's config or a length
+    is missing, and never more than that.
+    """
+    per_token = kv_bytes_per_token(model)
+    if not per_token or not max_num_seqs or not max_model_len:
+        return CPU_KV_CACHE_BYTES
+    blocks = -(-max_model_len // CPU_BLOCK_TOKENS) * (max_num_seqs + 1)
+    return min(CPU_KV_CACHE_BYTES, blocks * CPU_BLOCK_TOKENS * per_token)
+
+
 def _float32_llm(llm_cls):
     class Float32LLM(llm_cls):
         __course_shim__ = True
@@ -76,7 +109,11 @@ def _float32_llm(llm_cls):
             kwargs.setdefault("dtype", "float32")
             kwargs.setdefault("enforce_eager", True)
             if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
-                kwargs.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_BYTES)
+                size = kv_cache_bytes_for(
+                    str(kwargs.get("model", args[0] if args else "")), kwargs.get("max_num_seqs"),
+                    kwargs.get("max_model_len"),
+                )
+                kwargs.setdefault("kv_cache_memory_bytes", size)
             super().__init__(*args, **kwargs)
 
     Float32LLM.__name__ = Float32LLM.__qualname__ = "LLM"
@@ -121,10 +158,22 @@ _FUSED = {
 }
 
 
+def _model_runner(trainer):
+    llm = trainer.vllm_generation.llm
+    return llm.llm_engine.model_executor.driver_worker.model_runner
+
+
 def vllm_model(trainer):
     """The vLLM model object inside a colocate-mode GRPOTrainer."""
-    llm = trainer.vllm_generation.llm
-    return llm.llm_engine.model_executor.driver_worker.model_runner.model
+    return _model_runner(trainer).model
+
+
+def engine_kv_cache_bytes(trainer) -> int:
+    """Bytes of the KV cache tensors the colocated engine allocated (every layer)."""
+    flat = []
+    for cache in _model_runner(trainer).kv_caches:
+        flat.extend(cache if isinstance(cache, (list, tuple)) else [cache])
+    return sum(t.numel() * t.element_size() for t in flat)
 
 
 def engine_weight_diff(trainer) -> dict:
