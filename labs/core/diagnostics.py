@@ -20,12 +20,12 @@ The thresholds, shared with the C2b grader (``labs/grading/RUBRIC.md`` justifies
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from labs.core import ceiling, stats
 from labs.core.spanish import plural
+from labs.core.findings import LABELS, Finding, _fmt, p_text, trend_sentence  # re-exported
 from labs.core.metrics import (  # re-exported: notebooks and the grader read series through here
     CORRECTNESS,
     KL,
@@ -48,57 +48,9 @@ MIN_DISCORDANT_SHARE = 0.10
 ZERO_STD_ALARM = 0.9  # last-window share of groups whose rewards are all equal
 
 
-LABELS = {
-    REWARD: "la recompensa total",
-    LENGTH: "la longitud media de las respuestas",
-    KL: "la KL",
-    CORRECTNESS: "la recompensa de corrección",
-    "format": "la recompensa de formato",
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One statement about a run, with whether it holds and the numbers behind it."""
-
-    key: str
-    holds: bool | None
-    message: str
-    warning: bool = False
-    evidence: dict = field(default_factory=dict)
-
-
 # --------------------------------------------------------------------------------------------------
 # checks
 # --------------------------------------------------------------------------------------------------
-
-
-def _fmt(x, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "n/d"
-    return f"{x:.{digits}g}"
-
-
-def p_text(p) -> str:
-    """A p-value as Spanish text: "p = 0.0123" or "p < 0.0001"."""
-    if p is None:
-        return "p n/d"
-    return "p < 0.0001" if p < 1e-4 else f"p = {p:.4f}"
-
-
-def trend_sentence(t: dict) -> str:
-    """The numbers of a ``stats.trend`` dict as a Spanish clause."""
-    text = (
-        f"media del primer {int(stats.EDGE_FRACTION * 100)} % de pasos {_fmt(t['first_mean'])} y del último "
-        f"{_fmt(t['last_mean'])}"
-    )
-    if t.get("tau") is not None:
-        over = f"los {t['points']} valores" if t["window"] == 1 else f"{t['points']} medias de bloques de {t['window']} pasos"
-        text += (
-            f"; tau de Kendall {t['tau']:.2f} ({p_text(t['p_value'])}) sobre {over}; "
-            f"pendiente de Theil-Sen {_fmt(t['slope'])} por paso"
-        )
-    return text
 
 
 def rising(s: Series | None, key: str | None = None, label: str | None = None, alpha: float = stats.ALPHA) -> Finding:
