@@ -168,6 +168,21 @@ def test_nan_hint_tells_lora_from_full_fine_tuning():
     assert "fine-tuning completo prueba ~1e-6" in full
 
 
+def test_headroom_advice_follows_the_measured_base_accuracy():
+    from labs.core.profiles import get_profile
+    from labs.rehearsal.cli import headroom_advice
+
+    gpu = get_profile("rtx5090")
+    near_ceiling = headroom_advice({"n": 200, "accuracy": 0.95, "accuracy_last_number": 0.96}, gpu)
+    mid_range = headroom_advice({"n": 200, "accuracy": 0.60, "accuracy_last_number": 0.62}, gpu)
+    assert near_ceiling["recommended_profile"] == "rtx5090-base" and not near_ceiling["flat_gradable"]
+    assert mid_range["recommended_profile"] == "rtx5090" and mid_range["flat_gradable"]
+    assert near_ceiling["eval_size"] == gpu.eval_size and "200" in near_ceiling["text_es"]
+    page = report.render_es({"parts": {}, "base_holdout": {"model": "m", "n": 200, "accuracy": 0.95},
+                             "headroom": near_ceiling, "not_checked": []})
+    assert "Perfil recomendado: `rtx5090-base`" in page
+
+
 def test_page_lists_checks_failures_and_what_was_not_checked():
     record = {"profile": "ci", "created": "hoy", "status": "failed", "elapsed_seconds": 12.0,
               "device": {"packages": {"torch": "2.13.0+cpu"}},
@@ -215,3 +230,6 @@ def test_ci_rehearsal_end_to_end(tmp_path):
     page = (root / "informe.md").read_text()
     assert "Lo que este ensayo no comprobó" in page and "Unsloth con Standby" in page
     assert "Holdout del modelo base" in page and "**correcto**" in page
+    advice = record["headroom"]
+    assert advice["eval_size"] == CI.eval_size and advice["recommended_profile"] in ("rtx5090", "rtx5090-base")
+    assert "Lo que el criterio 3 podrá detectar" in page and advice["recommended_profile"] in page

