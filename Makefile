@@ -40,6 +40,7 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 --nbval-lax --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests $(NOTEBOOKS) $(PYTEST_ARGS)
 
 setup: $(STAMP)
