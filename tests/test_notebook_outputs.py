@@ -123,7 +123,9 @@ def test_checked_outputs_hold_no_volatile_text_the_sanitizer_misses(path):
         if not is_checked(cell):
             continue
         for output in cell["outputs"]:
-            assert output["output_type"] in ("stream", "execute_result"), (path.name, i, output["output_type"])
+            assert output["output_type"] in ("stream", "execute_result", "display_data"), (path.name, i)
+            images = [k for k in output.get("data", {}) if k.startswith("image/")]
+            assert not images, f"{path.name} celda {i}: una figura en una celda comprobada ({images})"
             assert output.get("name", "stdout") == "stdout", f"{path.name} celda {i}: stderr en una celda comprobada"
             clean = sanitize(output_text(output))
             found = {name: rx.search(clean).group(0) for name, rx in VOLATILE.items() if rx.search(clean)}
