@@ -2,8 +2,8 @@
 
 A checked cell is a code cell whose first line is ``# NBVAL_CHECK_OUTPUT``: ``make test`` runs nbval with
 ``--nbval-lax``, so it compares exactly those cells' outputs with a fresh run (after the substitutions of
-``tests/nbval_sanitize.cfg``). Every other code cell is stored without outputs, and no cell keeps an
-execution count. Run it from the repository root, under the heavy-job lock, after changing a checked cell
+``tests/nbval_sanitize.cfg``). Every other code cell is stored without outputs or execution count; a
+checked cell keeps the count of this run, because nbval does not compare a cell that has none. Run it from the repository root, under the heavy-job lock, after changing a checked cell
 or the code it calls::
 
     flock /tmp/course-heavy.lock .venv/bin/python tests/store_checked_outputs.py notebooks/L6_*.ipynb
@@ -39,15 +39,14 @@ def store(path: Path, timeout: int = 1800) -> float:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        cell.execution_count = None
         if not is_checked(cell):
             cell.outputs = []
+            cell.execution_count = None
             continue
+        # nbval compares a cell only if it has an execution count ("Unrun reference cell has outputs" otherwise)
         for out in cell.outputs:
             if out.get("name") == "stderr" or "image/png" in out.get("data", {}):
                 problems.append(f"cell {i}: {out.get('name') or out.get('output_type')} output in a checked cell")
-            if "execution_count" in out:
-                out["execution_count"] = None
         if not cell.outputs:
             problems.append(f"cell {i}: checked cell without output")
     if problems:

@@ -28,10 +28,11 @@ def test_notebooks_keep_outputs_only_in_checked_cells():
 
 
 def test_the_output_rule_can_fail():
-    checked = {"cell_type": "code", "source": "# NBVAL_CHECK_OUTPUT\nprint(1)", "execution_count": None}
+    checked = {"cell_type": "code", "source": "# NBVAL_CHECK_OUTPUT\nprint(1)", "execution_count": 2}
     plain = {"cell_type": "code", "source": "print(1)", "execution_count": None}
     out = [{"output_type": "stream", "name": "stdout", "text": "1\n"}]
     assert outputs_only_in_checked_cells([{**checked, "outputs": out}, {**plain, "outputs": []}])
     assert not outputs_only_in_checked_cells([{**plain, "outputs": out}])
     assert not outputs_only_in_checked_cells([{**checked, "outputs": []}])
+    assert not outputs_only_in_checked_cells([{**checked, "outputs": out, "execution_count": None}])  # nbval skips it
     assert not outputs_only_in_checked_cells([{**plain, "outputs": [], "execution_count": 3}])
