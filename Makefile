@@ -49,6 +49,7 @@ test: $(STAMP)
 else
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 --nbval-lax --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests $(NOTEBOOKS) $(PYTEST_ARGS)
 endif
 

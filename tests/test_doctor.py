@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from notebook_cells import outputs_only_in_checked_cells
 
 from labs.doctor import (
     ERROR, OK, WARNING, EnvironmentNotReady, EnvironmentWarning, ProbeRecord, evaluate, format_report,
@@ -427,7 +428,7 @@ def test_setup_notebook_explains_every_check_name():
              C.CPU_CONFLICTS, C.MODEL, C.DATA, C.DISK, C.HUB, C.WANDB]
     missing = [n for n in names if f"**{n}**" not in prose]
     assert missing == []
-    assert all(c.outputs == [] and c.execution_count is None for c in nb.cells if c.cell_type == "code")
+    assert outputs_only_in_checked_cells(nb.cells)
 
 
 # --- the GPU stack: one CUDA major, the bnb plugin, the driver floor, Unsloth's real repo ------------

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from notebook_cells import outputs_only_in_checked_cells
 from rundirs import (
     NO_GAIN_HOLDOUT,
     SMALL_HOLDOUT,
@@ -496,7 +497,7 @@ def test_rubric_notebook_and_grader_agree_on_the_answer_cells():
     tags = {t for c in nb["cells"] for t in c.get("metadata", {}).get("tags", [])}
     assert set(cr.ANSWER_TAGS) <= tags
     assert all(v is None for v in cr.notebook_answers(nb).values())  # the template counts as unanswered
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb["cells"] if c["cell_type"] == "code")
+    assert outputs_only_in_checked_cells(nb["cells"])
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from labs.l6.advantage import group_advantages
 from labs.l6.trainer_check import (
     DEFAULT_PATTERNS,
     TOLERANCE,
+    format_numbers,
     format_report,
     grpo_config_kwargs,
     pattern_rewards,
@@ -32,6 +33,19 @@ def test_config_kwargs_are_accepted_by_grpo_config(tmp_path):
     assert config.per_device_train_batch_size == 8 and config.num_generations == 4
     assert config.generation_batch_size % config.num_generations == 0
     assert config.log_completions and not config.use_vllm and config.beta == 0.0
+
+
+def test_format_numbers_rounds_and_leaves_out_text_and_time():
+    rewards = [3.0, 1.0, 0.0, 3.0]
+    ours = group_advantages(rewards, 4)
+    rows = [{"group": 0, "position": i, "completion": "texto", "reward": r, "trl_advantage": float(a) + 3e-8,
+             "labs_advantage": float(a), "diff": 3e-8} for i, (r, a) in enumerate(zip(rewards, ours))]
+    report = {"rows": rows, "max_diff": 3e-8, "tolerance": TOLERANCE, "max_diff_population": 0.15470,
+              "max_diff_no_eps": 5.5e-5, "seconds": 12.3}
+    text = format_numbers(report)
+    assert "+0.8333" in text and "-1.1666" in text and "texto" not in text and "12.3" not in text
+    assert "coincide" in text and "NO coincide" not in text and "0.1547" in text and "5.5e-05" in text
+    assert "NO coincide" in format_numbers({**report, "max_diff": 1e-3})
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +79,12 @@ def test_trainer_saw_the_rewards_we_defined(report):
     ours = group_advantages(rewards, 4)
     assert [row["labs_advantage"] for row in report["rows"]] == ours.tolist()
     assert "coincide" in format_report(report)
+    assert "NO coincide" not in format_numbers(report)
+    logged = report["logged"]
+    assert logged["completions/min_length"] <= logged["completions/max_length"] <= 16
+    if logged["completions/min_length"] == logged["completions/max_length"]:
+        # ratio 1, beta 0, advantages summing to 0 per group and equal lengths: the 'dapo' loss is 0
+        assert logged["loss"] == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.mark.slow

@@ -43,6 +43,13 @@ PROMPTS = (
 
 TOLERANCE = 1e-6
 
+# What the notebook shows of the step's log. The loss of this first step depends on the completion lengths
+# under TRL's default loss_type="dapo" (see labs.l6.objective.first_step_loss), hence the lengths.
+LOGGED_KEYS = (
+    "reward", "reward_std", "frac_reward_zero_std", "loss", "grad_norm",
+    "completions/min_length", "completions/max_length", "completions/clipped_ratio",
+)
+
 
 class TrainerCheckError(RuntimeError):
     """The trainer did not leave what the check needs (no parquet, unexpected layout)."""
@@ -226,7 +233,7 @@ def _run_trainer_check(profile, output_dir, num_generations, patterns, scale_rew
         "scale_rewards": scale_rewards,
         "reward_functions": names,
         "reward_weights": weights.tolist(),
-        "logged": {k: logged.get(k) for k in ("reward", "reward_std", "frac_reward_zero_std", "loss", "grad_norm")},
+        "logged": {k: logged.get(k) for k in LOGGED_KEYS},
         "parquet": str(parquet),
         "columns": list(table.columns),
         "trl_version": trl.__version__,
@@ -258,5 +265,28 @@ def format_report(report: dict, width: int = 28) -> str:
         f"control: con la std poblacional la máxima |dif| sería {report['max_diff_population']:.2e}",
         f"control: sin el 1e-4 la máxima |dif| sería {report['max_diff_no_eps']:.2e}",
         f"tiempo: {report['seconds']:.1f} s",
+    ]
+    return "\n".join(lines)
+
+
+def format_numbers(report: dict, decimals: int = 4) -> str:
+    """The report's numbers only, rounded (no generated text, no timing): what the notebook keeps and nbval compares.
+
+    The trainer computes in float32, so differences below 1e-6 are shown as a verdict, not as a number.
+    """
+    head = f"{'grupo':>5} {'pos':>3} {'recomp.':>7} {'A (TRL)':>9} {'A (labs)':>9}"
+    lines = [head, "-" * len(head)]
+    for row in report["rows"]:
+        trl_a, labs_a = (round(row[k], decimals) + 0.0 for k in ("trl_advantage", "labs_advantage"))
+        lines.append(
+            f"{row['group']:>5} {row['position']:>3} {row['reward']:>7.2f} {trl_a:>+9.{decimals}f} {labs_a:>+9.{decimals}f}"
+        )
+    ok = report["max_diff"] < report["tolerance"]
+    lines += [
+        "",
+        f"regla del entrenador (std muestral + 1e-4): {'coincide' if ok else 'NO coincide'} "
+        f"(máxima |dif| por debajo de {report['tolerance']:.0e}: {ok})",
+        f"control, std poblacional: máxima |dif| {report['max_diff_population']:.{decimals}f}",
+        f"control, sin el 1e-4: máxima |dif| {report['max_diff_no_eps']:.1e}",
     ]
     return "\n".join(lines)
