@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 # Notebooks in course order: the C2b rubric notebook grades a run that the L7.1 notebook left.
 # tests/test_notebooks_listed.py fails if a notebook is missing from this list.
 NOTEBOOKS := $(wildcard notebooks/00_*.ipynb) $(wildcard notebooks/L6_*.ipynb) \
-	$(wildcard notebooks/L7_1_*.ipynb) $(wildcard notebooks/L7_2_*.ipynb) \
+	$(wildcard notebooks/L7_1_*.ipynb) $(wildcard notebooks/L7_2_*.ipynb) $(wildcard notebooks/L7_3_*.ipynb) \
 	$(wildcard notebooks/E1_*.ipynb) $(wildcard notebooks/E2_*.ipynb) $(wildcard notebooks/E3_*.ipynb) \
 	$(wildcard notebooks/C2b_*.ipynb)
 

@@ -19,6 +19,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from labs.core import distributed
 from labs.core.profiles import Profile
 from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
 
@@ -58,7 +59,12 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
     if profile.bf16:
         # A model passed by name loads in float32 unless told otherwise: twice the memory.
         kwargs["model_init_kwargs"] = {"dtype": "bfloat16"}
-    if profile.use_vllm:
+    if profile.use_vllm and profile.vllm_mode == "server":
+        # The server sizes its own memory and context (`trl vllm-serve --gpu_memory_utilization
+        # --max_model_len`, see labs.training.launch); the trainer only needs to find it.
+        kwargs.update(vllm_mode="server", vllm_server_host=profile.vllm_server_host,
+                      vllm_server_port=profile.vllm_server_port)
+    elif profile.use_vllm:
         kwargs.update(
             vllm_mode=profile.vllm_mode,
             vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization,
@@ -177,8 +183,10 @@ def _callbacks(run: RunFolder, max_steps: int, timer: dict):
                 timer["generation_seconds"] = 0.0
             from labs.core.runfolder import append_jsonl
 
-            append_jsonl(run.metrics_path, record)
-            run.write_status(STATE_RUNNING, state.global_step, max_steps)
+            # Under accelerate every process logs the same (already averaged) values; one writes them.
+            if state.is_world_process_zero:
+                append_jsonl(run.metrics_path, record)
+                run.write_status(STATE_RUNNING, state.global_step, max_steps)
             for key in ("loss", "grad_norm"):
                 value = logs.get(key)
                 if isinstance(value, float) and not math.isfinite(value):
@@ -277,16 +285,20 @@ def stop_signals_raise_keyboard_interrupt():
 
 def train(trainer, profile: Profile, run: RunFolder) -> None:
     """Train (resuming from the newest checkpoint if any); record success or the reason for failure."""
+    main = distributed.is_main_process()  # under accelerate, only rank 0 writes the run folder
     checkpoint = run.last_checkpoint()
-    if checkpoint is not None:
+    if checkpoint is not None and main:
         dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
         print(f"[run] Continúo desde {checkpoint.name} ({dropped} pasos registrados después se repetirán).")
-    run.write_status(STATE_RUNNING, checkpoint_step(checkpoint) if checkpoint else 0, profile.max_steps)
+    if main:
+        run.write_status(STATE_RUNNING, checkpoint_step(checkpoint) if checkpoint else 0, profile.max_steps)
     try:
         with stop_signals_raise_keyboard_interrupt():
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except BaseException as exc:
         failure = classify_failure(exc, profile)
+        if not main:
+            raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
         run.write_status(
             STATE_FAILED,
             trainer.state.global_step,
@@ -298,7 +310,8 @@ def train(trainer, profile: Profile, run: RunFolder) -> None:
         )
         raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
     # "finished" is written by the lab once evaluation and report are done too.
-    run.write_status(STATE_RUNNING, trainer.state.global_step, profile.max_steps, phase="trained")
+    if main:
+        run.write_status(STATE_RUNNING, trainer.state.global_step, profile.max_steps, phase="trained")
 
 
 # Why each non-obvious GRPOConfig keyword has the value it has (shown as a table in the L7.1 notebook).
@@ -312,7 +325,7 @@ KNOBS_ES = {
     "loss_type": "'dapo' (por defecto en TRL): normaliza por tokens del lote, no por la longitud de cada respuesta como el objetivo original de L6.",
     "temperature": "Muestreo de las G respuestas: sin diversidad dentro del grupo no hay ventaja que aprender.",
     "use_vllm": "vLLM genera los rollouts (mucho más rápido que generate de transformers).",
-    "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento.",
+    "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento; 'server' lo lleva a una GPU propia (L7.3).",
     "vllm_gpu_memory_utilization": "Fracción de memoria reservada para vLLM (pesos + caché KV); el resto queda para entrenar. OOM: bájala.",
     "vllm_max_model_length": "Prompt + respuesta: dimensiona la caché KV para lo que GRPO genera, no para todo el contexto del modelo.",
     "log_completions": "Guarda lo que escribió el modelo en cada paso (parquet) para leerlo después.",
