@@ -100,8 +100,6 @@ def test_the_run_folder_is_written_once(two_runs):
     assert (run.curves_dir / "training.png").exists() and (run.root / "grading" / "informe.md").exists()
     assert list(run.model_dir.glob("*.safetensors")) and run.last_checkpoint() is None
     assert two_runs["log"].count("[run] Terminado") == 1
-    # nothing half-written or duplicated beside the layout's files
-    assert not [p for p in run.root.rglob(".*") if p.is_file()]
 
 
 def test_both_processes_end_with_the_same_weights(two_runs):
@@ -110,3 +108,24 @@ def test_both_processes_end_with_the_same_weights(two_runs):
     # and training moved them, when some group had reward variance (the run logs whether it did)
     learned = any(m.get("grad_norm", 0) > 0 for m in two_runs["run"].metrics())
     assert (second[0]["after"] != second[0]["before"]) == learned
+
+
+@pytest.mark.timeout(900)  # a child that joined the launch's process group would wait forever
+def test_format_pass_under_a_launch_trains_alone_in_a_child(monkeypatch, tmp_path):
+    """The two-process run above reuses the cached format pass; here the cache is empty. With the launcher's
+    variables set (rank 0 of 2, no rank 1 anywhere), the pass must still train: in a child process that
+    does not know about the launch."""
+    from labs.core.profiles import get_profile
+    from labs.training import data, format_pass, models
+
+    profile = get_profile("ci").replace(format_pass_epochs=1)
+    base = models.model_path(profile)
+    rows = data.course_splits(profile)["format"][:2]
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
+    for name, value in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(free_port())}.items():
+        monkeypatch.setenv(name, value)
+    primed = format_pass.prime(base, profile, rows)
+    assert primed.parent.parent == tmp_path and (primed / format_pass.COMPLETE_MARKER).exists()
+    assert json.loads((primed / format_pass.COMPLETE_MARKER).read_text())["examples"] == 2
+    assert os.environ["WORLD_SIZE"] == "2"  # the parent's launch variables are back
