@@ -4,6 +4,7 @@ cards. The two-process training run is tests/test_multi_process.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,11 @@ def test_vram_cli_prints_the_plan_for_two_gpus():
                            "--card-gib", "32", "--set", "use_lora=false", "--path", "trl"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert full.returncode == 1 and "DeepSpeed ZeRO-3" in full.stdout  # does not fit: the knobs say what would
+
+
+def test_l72_refuses_several_processes_in_spanish():
+    env = dict(os.environ, WORLD_SIZE="2", RANK="0")
+    result = subprocess.run([sys.executable, "-m", "labs", "l72", "--profile", "ci"], capture_output=True,
+                            text=True, cwd=ROOT, env=env, timeout=120)
+    assert result.returncode == 2
+    assert "corre en una sola GPU" in result.stderr and "Se lanzaron 2" in result.stderr
