@@ -62,10 +62,11 @@ def server(profile: Profile, gpus: int, sets=(), utilization: float = SERVER_UTI
     sets = ["vllm_mode=server", *sets]
     if profile.vllm_server_host not in ("0.0.0.0", "localhost", "127.0.0.1"):
         sets.append(f"vllm_server_host={profile.vllm_server_host}")
+    train = (f"accelerate launch --config_file {CONFIGS}/multi_gpu.yaml --num_processes {trainers} "
+             if trainers > 1 else "python ")  # one training process needs no launcher
     return [
         f"CUDA_VISIBLE_DEVICES={gpus - 1} trl vllm-serve " + shlex.join(serve_arguments(profile, utilization)),
-        f"CUDA_VISIBLE_DEVICES={_devices(range(trainers))} accelerate launch --config_file "
-        f"{CONFIGS}/multi_gpu.yaml --num_processes {trainers} " + _lab(profile, sets),
+        f"CUDA_VISIBLE_DEVICES={_devices(range(trainers))} " + train + _lab(profile, sets),
     ]
 
 
@@ -85,7 +86,8 @@ def commands_es(profile: Profile, gpus: int) -> str:
     blocks = [
         (f"{gpus} GPUs, vLLM colocado en cada una (lo más simple; cada GPU debe caber como una sola):",
          colocate(profile, gpus)),
-        (f"1 GPU sirve vLLM y {gpus - 1} entrenan (generación sin competir por memoria; pesos por NCCL):",
+        (f"1 GPU sirve vLLM y {gpus - 1} {'entrena' if gpus == 2 else 'entrenan'} (generación sin competir por "
+         "memoria; pesos por NCCL):",
          server(profile, gpus) if gpus >= 2 else ["(hacen falta al menos 2 GPUs)"]),
         (f"{gpus} GPUs con DeepSpeed ZeRO-3, ajuste completo sin LoRA (pip install deepspeed):",
          zero3(profile, gpus)),
