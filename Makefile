@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 # reward) comes after E2, whose format-only run it uses as the level-4 comparison.
 # tests/test_notebooks_listed.py fails if a notebook is missing from this list.
 NOTEBOOKS := $(wildcard notebooks/00_*.ipynb) $(wildcard notebooks/L6_*.ipynb) \
-	$(wildcard notebooks/L7_1_*.ipynb) $(wildcard notebooks/L7_2_*.ipynb) \
+	$(wildcard notebooks/L7_1_*.ipynb) $(wildcard notebooks/L7_2_*.ipynb) $(wildcard notebooks/L7_3_*.ipynb) \
 	$(wildcard notebooks/E1_*.ipynb) $(wildcard notebooks/E2_*.ipynb) $(wildcard notebooks/E3_*.ipynb) \
 	$(wildcard notebooks/E4_*.ipynb) $(wildcard notebooks/C2b_*.ipynb)
 

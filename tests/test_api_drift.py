@@ -122,6 +122,15 @@ def test_recipe_generation_batch_is_a_multiple_of_num_generations(profile_name, 
     assert batch == profile.generation_batch_size, "profile and recipe disagree on the generation batch"
 
 
+def test_server_mode_grpo_kwargs_exist_in_both_trl_releases(grpo_fields, tmp_path):
+    """The multi-GPU layout with `trl vllm-serve` (labs.training.launch) passes its own keywords."""
+    from labs.training.recipe import grpo_config_kwargs
+
+    kwargs = grpo_config_kwargs(PROFILES["rtx5090"].replace(vllm_mode="server"), str(tmp_path))
+    assert {"vllm_server_host", "vllm_server_port"} <= set(kwargs)
+    _assert_grpo_kwargs(kwargs, grpo_fields, "labs.training.recipe, vllm_mode=server")
+
+
 def test_trainer_check_grpo_kwargs_exist_in_both_trl_releases(grpo_fields, tmp_path):
     from labs.l6.trainer_check import grpo_config_kwargs
 

@@ -67,8 +67,11 @@ class Profile:
     seed: int = 42
     # --- vLLM ---
     use_vllm: bool = True
-    vllm_mode: str = "colocate"
+    vllm_mode: str = "colocate"  # "server": generation on GPUs of its own (labs.training.launch)
     vllm_gpu_memory_utilization: float = 0.3
+    # Where the trainer finds `trl vllm-serve` in server mode (TRL's defaults); ignored in colocate mode.
+    vllm_server_host: str = "0.0.0.0"
+    vllm_server_port: int = 8000
     # --- optional supervised pass that teaches the output format before GRPO ---
     format_pass: bool = False
     format_pass_examples: int = 64

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from labs.core import distributed
 from labs.core.profiles import get_profile
 from labs.l71.lab import LAB, run_lab
 from labs.training import models, recipe
@@ -26,6 +27,13 @@ def main(argv=None) -> int:
     parser.add_argument("--lab", default=LAB, help="etiqueta del laboratorio en run.json (L7.1, E1, E2, E3)")
     args = parser.parse_args(argv)
     try:
+        return _run(args)
+    finally:
+        distributed.shutdown()  # under accelerate: close the process group before the interpreter exits
+
+
+def _run(args) -> int:
+    try:
         profile = get_profile(args.profile)
         overrides = overrides_from_cli(args.set, profile)
         names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
@@ -43,7 +51,8 @@ def main(argv=None) -> int:
             print(str(exc), file=sys.stderr)
             return 2
         raise
-    print(json.dumps({"run_dir": str(path)}, ensure_ascii=False))
+    if distributed.is_main_process():
+        print(json.dumps({"run_dir": str(path)}, ensure_ascii=False))
     return 0
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 
 from labs.training import data as course_data
 from labs.training import console, evaluation, format_pass, models, preflight, recipe
-from labs.core import resources, runinfo
+from labs.core import distributed, resources, runinfo
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.runfolder import RUN_JSON, SCHEMA_VERSION, STATE_FINISHED, RunFolder, now_iso, read_json, write_json
@@ -22,7 +23,13 @@ def new_run(profile: Profile, run_name: str | None = None, fresh: bool = False, 
     stem = f"{lab.lower().replace('.', '')}-{profile.name}"
     name = run_name or stem
     if fresh:
-        name = f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        # Under accelerate every process must pick the same folder: the launcher's start time is shared.
+        when = datetime.now()
+        if distributed.is_distributed():
+            import psutil
+
+            when = datetime.fromtimestamp(psutil.Process(os.getppid()).create_time())
+        name = f"{name}-{when.strftime('%Y%m%d-%H%M%S')}"
     return RunFolder(runs_dir() / name)
 
 
@@ -110,7 +117,9 @@ class Lab:
             self.base_label = info.get("base_label") or Path(self.base_model).name
             return self.base_model
         self.base_model, self.base_label = base_model_for(self.profile, self.start_model, self.splits)
-        write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, {"base_label": self.base_label})
+        if distributed.is_main_process():  # under accelerate, rank 0 alone writes the run folder
+            extra = {"base_label": self.base_label, "processes": distributed.world_size()}
+            write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, extra)
         return self.base_model
 
     def build_trainer(self):
@@ -141,7 +150,11 @@ class Lab:
         return trainer
 
     def evaluate_base(self) -> list[dict]:
-        self.base_records = evaluation.evaluate(self.splits["eval"], self.generate, self.run, "base")
+        """The holdout before GRPO; under accelerate the main process evaluates and the others wait."""
+        self.base_records = []
+        if distributed.is_main_process():
+            self.base_records = evaluation.evaluate(self.splits["eval"], self.generate, self.run, "base")
+        distributed.wait_for_everyone()
         return self.base_records
 
     def train(self) -> None:
@@ -151,14 +164,17 @@ class Lab:
             return
         recipe.train(self.trainer, self.profile, self.run)
 
-    def evaluate_trained(self) -> dict:
+    def evaluate_trained(self) -> dict | None:
         if self.read_only:
             evaluation.evaluate(self.splits["eval"], None, self.run, "trained")  # says it reuses the file
             self.summary = read_json(self.run.path("eval/summary.json"))
             return self.summary
-        sync = sync_engine(self.trainer, self.profile)
+        sync = sync_engine(self.trainer, self.profile)  # every process: ZeRO-3 gathers the weights to sync
+        self.trainer.save_model(str(self.run.model_dir))  # every process; the trainer writes from rank 0
+        if not distributed.is_main_process():
+            self.summary = None
+            return None
         trained = evaluation.evaluate(self.splits["eval"], self.generate, self.run, "trained")
-        self.trainer.save_model(str(self.run.model_dir))
         summary = evaluation.summarize(self.run, self.base_records, trained, self.base_label)
         if sync is not None:
             summary["engine_weight_max_abs_diff"] = sync["max_abs_diff"]
@@ -174,7 +190,13 @@ class Lab:
         if self.read_only:
             write_missing_report(self.run)
             return
-        resources.record(self.run, self.monitor, self.lab, **self.resource_fields())
+        distributed.wait_for_everyone()  # every process is done with the checkpoints finish() may delete
+        if not distributed.is_main_process():
+            return
+        fields = self.resource_fields()
+        if distributed.is_distributed():
+            fields["processes"] = distributed.world_size()  # the peak is the main process's own
+        resources.record(self.run, self.monitor, self.lab, **fields)
         # max_steps as the trainer ran it (a notebook may change it in its GRPOConfig cell)
         finish(self.run, self.profile.replace(max_steps=self.trainer.args.max_steps), self.trainer.state.global_step)
 
@@ -185,14 +207,16 @@ class Lab:
 
     def run_all(self) -> Path:
         if self.finished:
-            print(f"[run] {self.run.root} ya terminó; para empezar otro usa --fresh (o fresh=True).")
-            write_missing_report(self.run)
+            distributed.say(f"[run] {self.run.root} ya terminó; para empezar otro usa --fresh (o fresh=True).")
+            if distributed.is_main_process():
+                write_missing_report(self.run)
             return self.run.root
         self.load_data()
         self.format_pass()
-        print(
-            f"[run] {self.lab} con el perfil '{self.profile.name}': {len(self.splits['train'])} prompts de GRPO, "
-            f"{len(self.splits['eval'])} de evaluación, {self.profile.max_steps} pasos -> {self.run.root}"
+        processes = f" en {distributed.world_size()} procesos" if distributed.is_distributed() else ""
+        distributed.say(
+            f"[run] {self.lab} con el perfil '{self.profile.name}'{processes}: {len(self.splits['train'])} prompts "
+            f"de GRPO, {len(self.splits['eval'])} de evaluación, {self.profile.max_steps} pasos -> {self.run.root}"
         )
         self.build_trainer()
         self.evaluate_base()

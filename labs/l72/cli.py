@@ -17,6 +17,7 @@ from pathlib import Path
 
 from labs.training import models, recipe
 from labs import l71
+from labs.core import distributed
 from labs.core.profiles import get_profile
 from labs.core.runfolder import RUN_JSON, read_json
 from labs.l72.backend import BackendUnavailable
@@ -24,10 +25,23 @@ from labs.l72.lab import run_lab
 from labs.l72.lora import LoraNotLoaded
 from labs.l72.standby import ImportOrderError, UnslothLoadFailed
 
+# Unsloth's GRPO path shares one copy of the weights between vLLM and training on one GPU (Standby);
+# its documentation covers multi-GPU through accelerate/DDP for SFT, not this GRPO + fast_inference path.
+MULTI_PROCESS_ES = (
+    "ERROR: el lab L7.2 (Unsloth con Standby) corre en una sola GPU: Unsloth comparte una copia de los pesos "
+    "entre vLLM y el entrenamiento dentro de un proceso, y su camino GRPO con fast_inference no está "
+    "documentado para varios procesos. Se lanzaron {n}. Para varias GPUs usa el lab L7.1 "
+    "(accelerate launch --num_processes N -m labs l71; ver el cuaderno L7.3), o lanza L7.2 con un proceso."
+)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labs l72", description=__doc__.split("\n\n")[0])
     l71.add_run_arguments(parser)
     args = parser.parse_args(argv)
+    if distributed.is_distributed():
+        print(MULTI_PROCESS_ES.format(n=distributed.world_size()), file=sys.stderr)
+        return 2
     try:
         profile = get_profile(args.profile)
         overrides = l71.overrides_from_cli(args.set, profile)

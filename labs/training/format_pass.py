@@ -31,6 +31,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from labs.core import distributed
 from labs.core.paths import cache_dir, staged_folder
 from labs.core.profiles import Profile
 
@@ -88,9 +89,12 @@ def prime(base_model: str, profile: Profile, rows: list[dict]) -> Path:
         print(f"[formato] Reutilizo el modelo con el pase de formato ya hecho: {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
+    with FileLock(str(target) + ".lock"):  # under accelerate, one process trains and the others reuse it
         if not (target / COMPLETE_MARKER).exists():
-            _train(base_model, profile, rows, target)
+            if distributed.is_distributed():
+                _train_alone(base_model, profile, rows, target)
+            else:
+                _train(base_model, profile, rows, target)
     return target
 
 
@@ -129,6 +133,24 @@ def sft_config_kwargs(profile: Profile, output_dir: str, eos_token: str | None =
         model_init_kwargs={"dtype": "bfloat16"} if profile.bf16 else None,
         eos_token=eos_token,
     )
+
+
+def _train_alone(base_model: str, profile: Profile, rows: list[dict], target: Path) -> None:
+    """The format pass in a child process that does not know about the launch's other processes.
+
+    Under ``accelerate launch`` a trainer built here would join the launch's process group and wait for
+    the other ranks, which are waiting on the file lock instead: a deadlock. The pass is a one-off,
+    cached, single-device job, so it runs alone, exactly as without a launcher (same cache key).
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with distributed.single_process_env():
+        child = context.Process(target=_train, args=(base_model, profile, rows, target), name="format-pass")
+        child.start()
+    child.join()
+    if child.exitcode != 0:
+        raise RuntimeError(f"El pase de formato falló en su proceso (código de salida {child.exitcode}).")
 
 
 def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) -> None:

@@ -11,6 +11,7 @@ import inspect
 import math
 import os
 
+from labs.core import distributed
 from labs.core.paths import GSM8K_DIR
 from labs.core.profiles import BUNDLED_MODEL, Profile
 
@@ -37,21 +38,35 @@ class PreflightError(ValueError):
         super().__init__(f"La configuración no puede funcionar ({len(problems)} problema(s)):\n{lines}")
 
 
-def check_batch(profile: Profile) -> list[str]:
+def check_batch(profile: Profile, processes: int | None = None) -> list[str]:
+    """TRL's rule (``GRPOConfig.__post_init__``): ``generation_batch_size`` = per_device_train_batch_size x
+    processes x steps_per_generation (= gradient_accumulation_steps by default) must be a multiple of G.
+    ``processes`` defaults to the training processes of this launch (``accelerate launch --num_processes``)."""
+    processes = distributed.world_size() if processes is None else processes
     problems = []
     if profile.num_generations < 2:
         problems.append(
             f"num_generations={profile.num_generations}: GRPO compara respuestas dentro de un grupo y "
             "necesita al menos 2 (con 1 la desviación típica no existe y la ventaja es siempre 0). Usa 4 a 16."
         )
-    elif profile.generation_batch_size % profile.num_generations:
-        g = profile.num_generations
+        return problems
+    g, b, acc = profile.num_generations, profile.per_device_train_batch_size, profile.gradient_accumulation_steps
+    total = b * processes * acc
+    if total % g == 0:
+        return problems
+    if processes == 1:
         problems.append(
-            f"per_device_train_batch_size x gradient_accumulation_steps = "
-            f"{profile.per_device_train_batch_size} x {profile.gradient_accumulation_steps} = "
-            f"{profile.generation_batch_size} completions por paso, que no es múltiplo de "
-            f"num_generations={g}: cada grupo debe entrar entero. Pon per_device_train_batch_size a un "
-            f"múltiplo de {g} (por ejemplo {g} o {2 * g})."
+            f"per_device_train_batch_size x gradient_accumulation_steps = {b} x {acc} = {total} completions por "
+            f"paso, que no es múltiplo de num_generations={g}: cada grupo debe entrar entero. Pon "
+            f"per_device_train_batch_size a un múltiplo de {g} (por ejemplo {g} o {2 * g})."
+        )
+    else:
+        problems.append(
+            f"Con {processes} procesos, per_device_train_batch_size x procesos x gradient_accumulation_steps = "
+            f"{b} x {processes} x {acc} = {total} completions por paso, que no es múltiplo de num_generations={g}: "
+            "cada grupo de G respuestas debe entrar entero en el lote de generación (TRL lo exige). Cambia "
+            f"per_device_train_batch_size o gradient_accumulation_steps para que el producto sea múltiplo de {g} "
+            f"(por ejemplo per_device_train_batch_size={g}), o lanza otro número de procesos."
         )
     return problems
 
@@ -79,6 +94,14 @@ def check_vllm(profile: Profile) -> list[str]:
         )
     if profile.vllm_mode not in {"colocate", "server"}:
         problems.append(f"vllm_mode='{profile.vllm_mode}': los modos válidos son 'colocate' y 'server'.")
+    if profile.vllm_mode == "server" and profile.use_cpu:
+        problems.append(
+            "vllm_mode='server' necesita GPUs CUDA: TRL pasa los pesos entrenados al servidor vLLM por NCCL "
+            "(su motor de transferencia de pesos) y se niega a hacerlo desde la CPU. Sin GPU usa "
+            "vllm_mode=colocate (o use_vllm=false)."
+        )
+    if profile.vllm_mode == "server" and not 0 < profile.vllm_server_port < 65536:
+        problems.append(f"vllm_server_port={profile.vllm_server_port}: un puerto va de 1 a 65535 (TRL usa 8000).")
     return problems
 
 

@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 
+from labs.core import distributed
 from labs.core.profiles import Profile
 from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
 from labs.core.spanish import plural
@@ -68,7 +69,12 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
     if profile.bf16:
         # A model passed by name loads in float32 unless told otherwise: twice the memory.
         kwargs["model_init_kwargs"] = {"dtype": "bfloat16"}
-    if profile.use_vllm:
+    if profile.use_vllm and profile.vllm_mode == "server":
+        # The server sizes its own memory and context (`trl vllm-serve --gpu_memory_utilization
+        # --max_model_len`, see labs.training.launch); the trainer only needs to find it.
+        kwargs.update(vllm_mode="server", vllm_server_host=profile.vllm_server_host,
+                      vllm_server_port=profile.vllm_server_port)
+    elif profile.use_vllm:
         kwargs.update(
             vllm_mode=profile.vllm_mode,
             vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization,
@@ -121,8 +127,10 @@ def run_folder_callbacks(run: RunFolder) -> list:
                 self.timer["generation_seconds"] = 0.0
             from labs.core.runfolder import append_jsonl
 
-            append_jsonl(run.metrics_path, record)
-            run.write_status(STATE_RUNNING, state.global_step, args.max_steps)
+            # Under accelerate every process logs the same (already averaged) values; one writes them.
+            if state.is_world_process_zero:
+                append_jsonl(run.metrics_path, record)
+                run.write_status(STATE_RUNNING, state.global_step, args.max_steps)
             for key in ("loss", "grad_norm"):
                 value = logs.get(key)
                 if isinstance(value, float) and not math.isfinite(value):
@@ -251,9 +259,10 @@ def resume_point(run: RunFolder) -> str | None:
     checkpoint = run.last_checkpoint()
     if checkpoint is None:
         return None
-    dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
-    again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
-    print(f"[run] Continúo desde {checkpoint.name} ({again}).")
+    if distributed.is_main_process():  # under accelerate, only rank 0 writes the run folder
+        dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
+        again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
+        print(f"[run] Continúo desde {checkpoint.name} ({again}).")
     return str(checkpoint)
 
 
@@ -265,18 +274,23 @@ def recorded_training(trainer, profile: Profile, run: RunFolder, resume_from: st
     ``metrics.jsonl``. During: Ctrl+C and SIGTERM stop through here. On an exception: ``status.json``
     records the kind ("oom", "disk", ...) and a Spanish message of what to change, and ``RunFailed``
     carries that message. After: the run is marked "trained" (``finished`` comes after evaluation).
+    Under ``accelerate launch`` only the main process writes ``status.json`` and prints the step lines.
     """
     from labs.training import console
 
+    main = distributed.is_main_process()
     max_steps = trainer.args.max_steps
     _time_generation(trainer, _run_folder_callback(trainer, run).timer)
-    console.use_step_lines(trainer, max_steps)  # one Spanish line per step, not TRL's dicts
-    run.write_status(STATE_RUNNING, checkpoint_step(resume_from) if resume_from else 0, max_steps)
+    if main:
+        console.use_step_lines(trainer, max_steps)  # one Spanish line per step, not TRL's dicts
+        run.write_status(STATE_RUNNING, checkpoint_step(resume_from) if resume_from else 0, max_steps)
     try:
         with stop_signals_raise_keyboard_interrupt():
             yield
     except BaseException as exc:
         failure = classify_failure(exc, profile)
+        if not main:
+            raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
         run.write_status(
             STATE_FAILED,
             trainer.state.global_step,
@@ -288,7 +302,8 @@ def recorded_training(trainer, profile: Profile, run: RunFolder, resume_from: st
         )
         raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
     # "finished" is written by the lab once evaluation and report are done too.
-    run.write_status(STATE_RUNNING, trainer.state.global_step, max_steps, phase="trained")
+    if main:
+        run.write_status(STATE_RUNNING, trainer.state.global_step, max_steps, phase="trained")
 
 
 def train(trainer, profile: Profile, run: RunFolder) -> None:
@@ -309,7 +324,7 @@ KNOBS_ES = {
     "loss_type": "'dapo' (por defecto en TRL): normaliza por tokens del lote, no por la longitud de cada respuesta como el objetivo original de L6.",
     "temperature": "Muestreo de las G respuestas: sin diversidad dentro del grupo no hay ventaja que aprender.",
     "use_vllm": "vLLM genera los rollouts (mucho más rápido que generate de transformers).",
-    "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento.",
+    "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento; 'server' lo lleva a una GPU propia (L7.3).",
     "vllm_gpu_memory_utilization": "Fracción de memoria reservada para vLLM (pesos + caché KV); el resto queda para entrenar. OOM: bájala.",
     "vllm_max_model_length": "Prompt + respuesta: dimensiona la caché KV para lo que GRPO genera, no para todo el contexto del modelo.",
     "log_completions": "Guarda lo que escribió el modelo en cada paso (parquet) para leerlo después.",

@@ -57,6 +57,7 @@ class VramPlan:
     problems: list[str] = field(default_factory=list)  # Spanish; reasons other than the total
     knobs: list[str] = field(default_factory=list)  # Spanish; filled in when it does not fit
     notes: list[str] = field(default_factory=list)
+    route_es: str = ""  # set by labs.vram.multi: which card of a multi-GPU layout this plan is
 
     def phase_gib(self, phase: str) -> float:
         return sum(line.gib for line in self.lines if line.phase == phase)
@@ -83,7 +84,7 @@ class VramPlan:
 
     def render_es(self) -> str:
         """The plan for the student: every line with its arithmetic, the total, the margin, the verdict."""
-        route = "TRL + vLLM colocate" if self.path == "trl" else "Unsloth"
+        route = self.route_es or ("TRL + vLLM colocate" if self.path == "trl" else "Unsloth")
         if self.path == "unsloth" and self.standby:
             route += " con Standby"
         out = [
