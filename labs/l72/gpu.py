@@ -109,29 +109,40 @@ def check_unsloth_path(profile: Profile) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
+def load_unsloth_model(profile: Profile, show=print):
+    """Unsloth's load with vLLM inside under Standby, then its LoRA: ``(model, tokenizer, fraction)``.
+
+    ``FastLanguageModel.from_pretrained`` inside the Standby guard (a failed load asks for a kernel
+    restart), the check that vLLM really came up, the vLLM memory fraction in force (read back from the
+    engine), then ``FastLanguageModel.get_peft_model``. The lab and the rehearsal load through here.
+    """
+    import torch
+    from unsloth import FastLanguageModel
+
+    total_gib = torch.cuda.mem_get_info()[1] / 2**30
+    fraction = expected_gpu_fraction(profile, total_gib, package_version("vllm") or "0")
+    show(fraction.describe_es())
+    with standby_load_guard(profile):
+        model, tokenizer = FastLanguageModel.from_pretrained(**from_pretrained_kwargs(profile))
+    engine = getattr(model, "vllm_engine", None)
+    if engine is None:
+        raise UnslothLoadFailed(
+            "Unsloth cargó el modelo sin vLLM (desactiva fast_inference sin error si falta vLLM o la GPU es "
+            "antigua; mira sus mensajes arriba). Sin vLLM no hay Standby ni load_lora: arregla el entorno "
+            "(`python -m labs doctor`). No hace falta reiniciar: vLLM no llegó a cargarse."
+        )
+    fraction = fraction.with_engine_value(engine_memory_fraction(engine))
+    show(fraction.describe_es())
+    model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(profile))
+    return model, tokenizer, fraction
+
+
 def _run_unsloth(profile: Profile, reward_funcs, run: RunFolder, backend: Backend) -> Path:
     """GPU: Unsloth + vLLM Standby. The notebook runs the same steps cell by cell."""
     check_unsloth_path(profile)
     enable_standby_and_import_unsloth()
-    import torch
-    from unsloth import FastLanguageModel
-
     with ResourceMonitor(gpu="torch") as monitor:
-        total_gib = torch.cuda.mem_get_info()[1] / 2**30
-        fraction = expected_gpu_fraction(profile, total_gib, package_version("vllm") or "0")
-        print(f"[vllm] {fraction.describe_es()}")
-        with standby_load_guard(profile):
-            model, tokenizer = FastLanguageModel.from_pretrained(**from_pretrained_kwargs(profile))
-        engine = getattr(model, "vllm_engine", None)
-        if engine is None:
-            raise UnslothLoadFailed(
-                "Unsloth cargó el modelo sin vLLM (desactiva fast_inference sin error si falta vLLM o la GPU es "
-                "antigua; mira sus mensajes arriba). Sin vLLM no hay Standby ni load_lora: arregla el entorno "
-                "(`python -m labs doctor`). No hace falta reiniciar: vLLM no llegó a cargarse."
-            )
-        fraction = fraction.with_engine_value(engine_memory_fraction(engine))
-        print(f"[vllm] {fraction.describe_es()}")
-        model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(profile))
+        model, tokenizer, fraction = load_unsloth_model(profile, show=lambda line: print(f"[vllm] {line}"))
         splits = course_data.course_splits(profile, tokenizer)
         base_label = f"{Path(profile.unsloth_model).name} ({'4 bits' if profile.load_in_4bit else 'bf16'})"
         record_run(run, profile, reward_funcs, profile.unsloth_model, base_label, backend, fraction)

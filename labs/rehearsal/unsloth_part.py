@@ -32,10 +32,9 @@ def _probe(model, tokenizer, rows, lora_request=None):
 def run_l72_gpu(profile: Profile, root: Path) -> dict:
     from labs import l71
     from labs.l72.backend import choose_backend
-    from labs.l72.gpu import check_unsloth_path, from_pretrained_kwargs, get_peft_model_kwargs, package_version
+    from labs.l72.gpu import check_unsloth_path, load_unsloth_model
     from labs.l72.lora import evaluate_unsloth, require_lora_request, save_adapter
-    from labs.l72.memory import engine_memory_fraction, expected_gpu_fraction
-    from labs.l72.standby import UnslothLoadFailed, enable_standby_and_import_unsloth, standby_load_guard
+    from labs.l72.standby import enable_standby_and_import_unsloth
     from labs.l72.steps import LAB, record_run
     from labs.training import data as course_data
     from labs.training import evaluation, recipe
@@ -49,21 +48,10 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
     run = l71.new_run(rp, str(root / "l72"), False, LAB)
     backend = choose_backend(rp)
     enable_standby_and_import_unsloth()
-    import torch
-    from unsloth import FastLanguageModel
 
     monitor = ResourceMonitor(gpu="torch").start()
     try:
-        total_gib = torch.cuda.mem_get_info()[1] / 2**30
-        fraction = expected_gpu_fraction(rp, total_gib, package_version("vllm") or "0")
-        with standby_load_guard(rp):
-            model, tokenizer = FastLanguageModel.from_pretrained(**from_pretrained_kwargs(rp))
-        engine = getattr(model, "vllm_engine", None)
-        if engine is None:
-            raise UnslothLoadFailed("Unsloth cargó el modelo sin vLLM: `python -m labs doctor` dice qué falta.")
-        fraction = fraction.with_engine_value(engine_memory_fraction(engine))
-        print(f"[ensayo] {fraction.describe_es()}")
-        model = FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(rp))
+        model, tokenizer, fraction = load_unsloth_model(rp, show=lambda line: print(f"[ensayo] {line}"))
         splits = course_data.course_splits(rp, tokenizer)
         label = f"{Path(rp.unsloth_model).name} ({'4 bits' if rp.load_in_4bit else 'bf16'})"
         record_run(run, rp, reward_funcs, rp.unsloth_model, label, backend, fraction)
