@@ -59,7 +59,7 @@ def test_the_readme_route_shows_the_planned_figures(steps):
         m = re.match(r"\| \d+ \| terminal \| `python -m labs (l71|vram`, then `python -m labs l72|sweep E\d)[^|]*\| ([\d.]+) \| ([\d.]+)", line)
         if m:
             rows[m.group(1).split()[-1]] = (float(m.group(2)), float(m.group(3)))
-    planned = {s.what.split()[4 if "sweep" in s.what else 3]: s for s in steps if s.hours is not None}
+    planned = {s.what.split()[4 if "sweep" in s.what else 3]: s for s in steps if s.hours is not None and "E4" not in s.what}
     assert set(rows) == {"l71", "l72", "E1", "E2", "E3"}, rows
     for key, (hours, disk) in rows.items():
         step = planned[key]

@@ -11,11 +11,14 @@ comparison when it exists (``comparison_runs``).
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
-from labs.core.paths import runs_dir
+from labs.core.paths import REPO_ROOT, runs_dir
 from labs.core.profiles import Profile
-from labs.exercises.variants import e2_variants
+from labs.core.runfolder import RunFolder
+from labs.exercises.sweep import SweepError, format_value
+from labs.exercises.variants import base_overrides, e2_variants, is_smoke_test
 from rewards import REWARD_NAMES
 from rewards.own import describe_reward_functions
 
@@ -60,3 +63,42 @@ def grade_lines(grade) -> list[str]:
         lines.append(f"Tu ejecución: {grade.hacking.message}")
     lines.append(f"Nivel sugerido: {grade.level}. {grade.level_reason}")
     return lines
+
+
+def terminal_command(profile: Profile, reward_names, funcs, runs_root=None) -> str:
+    """``python -m labs l71 ...`` that trains the student's run from the repository root, with the exercises' budget."""
+    names = []
+    for name in reward_names:
+        path, sep, function = str(name).rpartition(":")
+        if sep and path.endswith(".py") and Path(path).exists():  # a file next to the notebook: say it from the root
+            name = f"{os.path.relpath(Path(path).resolve(), REPO_ROOT)}:{function}"
+        names.append(name)
+    sets = "".join(f" --set {k}={format_value(v)}" for k, v in base_overrides(profile, runs_root=runs_root).items())
+    return (f"python -m labs l71 --profile {profile.name} --lab {LAB} --run-name {run_name(profile, funcs)} "
+            f"--rewards {','.join(names)}{sets}")
+
+
+def train_or_read(profile: Profile, reward_names, funcs, *, entrenar_aqui: bool = False, runs_root=None,
+                  echo=print) -> Path:
+    """The student's run: read when it finished, trained here on a CPU profile (minutes) or when asked.
+
+    On a GPU profile the run is hours: without ``entrenar_aqui`` a missing or unfinished run stops with the
+    terminal command (the same run folder, so the notebook then reads it), as the other exercises do.
+    """
+    from labs import l71
+
+    root = Path(runs_root) if runs_root is not None else runs_dir()
+    folder = RunFolder(root / run_name(profile, funcs))
+    command = terminal_command(profile, reward_names, funcs, runs_root)
+    echo(f"En una terminal, desde la carpeta del curso: {command}")
+    if folder.is_finished():
+        echo(f"La ejecución {folder.root.name} ya terminó: la leo, sin entrenar.")
+        return folder.root
+    if not (entrenar_aqui or profile.use_cpu or is_smoke_test(profile)):
+        raise SweepError(
+            f"Aún no hay una ejecución terminada con esta versión de tu recompensa ({folder.root.name}). Lánzala en "
+            f"una terminal: {command}\nContinúa donde se quedó si la interrumpes. Cuando termine, vuelve a ejecutar "
+            "esta celda: solo lee la carpeta. (Para entrenar en este cuaderno, pon ENTRENAR_AQUI = True.)"
+        )
+    return Path(l71.run_lab(profile, run_name=str(folder.root), lab=LAB,
+                            reward_names=list(reward_names), **base_overrides(profile, runs_root=runs_root)))

@@ -73,6 +73,7 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
              l72.hours, l72.checkpoint_gb + unsloth, f"La primera vez descarga la copia de Unsloth del modelo (como mucho {_gb(unsloth)} GB, incluidos)." if unsloth else ""),
         Step(NOTEBOOK, "L7_2_unsloth_standby.ipynb", "Unsloth paso a paso y la comparación con L7.1; reutiliza el run terminado",
              after=SHUT_DOWN_ES),
+        Step(NOTEBOOK, "L7_3_mas_alla_de_una_gpu.ipynb", "cuándo pasar a varias GPU, qué disposición y con qué órdenes (minutos, sin entrenar)"),
     ]
     notebooks = {"E1": "E1_tamano_de_grupo.ipynb", "E2": "E2_reward_hacking.ipynb", "E3": "E3_peso_kl.ipynb"}
     for name, hours, disk in _exercise_hours(profile):
@@ -80,6 +81,14 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
                           f"las ejecuciones del ejercicio {name}, una tras otra (reanudable)", hours, disk))
         steps.append(Step(NOTEBOOK, notebooks[name], f"lee las ejecuciones de {name} y las compara",
                           after=SHUT_DOWN_ES if name == "E3" else ""))
+    from labs.exercises.variants import profile_for
+
+    e4 = time_plan(profile_for(profile, budget={}))  # one run of the recipe with the exercises' budget
+    steps.append(Step(NOTEBOOK, "E4_tu_recompensa.ipynb", "escribes tu recompensa y la compruebas contra los hacks; "
+                      "el cuaderno te da la orden de la terminal que la entrena"))
+    steps.append(Step(TERMINAL, "python -m labs l71 --lab E4 --rewards ... (la orden exacta sale en el cuaderno E4)",
+                      "tu recompensa junto a las tres de la lección, con el presupuesto de los ejercicios (reanudable)",
+                      e4.hours, e4.checkpoint_gb))
     steps.append(Step(NOTEBOOK, "C2b_rubrica.ipynb", "autoevaluación con el evaluador del instructor y tus explicaciones"))
     return steps
 
