@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from labs.core.profiles import PROFILES
 from labs.doctor.checks import errors, evaluate
 from labs.doctor.probe import probe
 from labs.doctor.report import format_report
@@ -15,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m labs doctor",
         description="Comprueba que esta máquina puede ejecutar los labs del curso y dice cómo arreglar lo que falte.",
     )
-    parser.add_argument("--profile", help="perfil a comprobar (cpu, ci, rtx5090); por defecto, el que usarían los labs")
+    parser.add_argument("--profile", help=f"perfil a comprobar ({', '.join(PROFILES)}); por defecto, el que usarían los labs")
     parser.add_argument("--json", action="store_true", help="imprime lo observado (el registro del sondeo) en JSON")
     parser.add_argument("--no-hub", action="store_true", help="no intenta conectar con el hub de Hugging Face")
     return parser

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labs.core.paths import runs_dir
-from labs.core.profiles import Profile, get_profile
+from labs.core.profiles import PROFILES, Profile, get_profile
 from labs.core.runfolder import RunFolder
 from labs.exercises.child import TAIL_LINES, failure_message, free_port, run_child  # noqa: F401 (TAIL_LINES: as before)
 from labs.exercises.variant import (  # noqa: F401 (replace, recorded_rewards: reachable as sweep.<name>)
@@ -294,7 +294,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labs sweep",
                                      description="Ejecuta (o continúa) las variantes de un ejercicio, una tras otra.")
     parser.add_argument("exercise", type=str.upper, choices=sorted(builders), help="el ejercicio: E1, E2 o E3")
-    parser.add_argument("--profile", help="cpu, ci o rtx5090 (por defecto: COURSE_PROFILE o autodetección)")
+    parser.add_argument("--profile", help=f"{', '.join(PROFILES)} (por defecto: COURSE_PROFILE o autodetección)")
     add_set_argument(parser, "cambiar un ajuste de todas las variantes (el presupuesto: p. ej. max_steps=100); "
                              "se guarda y lo usan los demás ejercicios y los cuadernos")
     parser.add_argument("--show", choices=("course", "all", "none"), default="course",

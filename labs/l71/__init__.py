@@ -3,7 +3,7 @@
 One recipe, two front doors: the notebook ``notebooks/L7_1_grpo_trl_vllm.ipynb`` walks through these
 steps one by one, and the terminal runs them all::
 
-    python -m labs l71 [--profile cpu|ci|rtx5090] [--run-name NAME] [--fresh] [--set key=value ...]
+    python -m labs l71 [--profile cpu|ci|rtx5090|rtx5090-base] [--run-name NAME] [--fresh] [--set key=value ...]
 
 Both write the same run folder (labs.core.runfolder). Running the same command again continues an
 unfinished run from its last checkpoint, and returns at once for a finished one; ``--fresh`` starts

@@ -4,7 +4,7 @@ Same run folder (labs.core.runfolder), same rewards, same data, same evaluation 
 ``labs.l71``, ``labs.training.recipe`` and ``labs.training.evaluation``; it copies none of them). What changes
 is how the model is loaded and trained::
 
-    python -m labs l72 [--profile cpu|ci|rtx5090] [--run-name NAME] [--fresh] [--set key=value ...]
+    python -m labs l72 [--profile cpu|ci|rtx5090|rtx5090-base] [--run-name NAME] [--fresh] [--set key=value ...]
 
 On a GPU profile (CUDA visible, Unsloth installed) Unsloth loads the model with vLLM inside under Standby
 and trains LoRA adapters; on a CPU profile the same recipe runs with transformers + PEFT, and says so.

@@ -2,7 +2,7 @@
 
 The command line (``python -m labs l72``; the first paragraph above is its ``--help`` description)::
 
-    python -m labs l72 [--profile cpu|ci|rtx5090] [--run-name NAME] [--fresh] [--set key=value ...]
+    python -m labs l72 [--profile cpu|ci|rtx5090|rtx5090-base] [--run-name NAME] [--fresh] [--set key=value ...]
 
 Exit codes: 0 done (the last line is JSON with ``run_dir`` and ``backend_used``), 2 a setting or the
 environment is wrong, 1 the run failed.
