@@ -40,6 +40,7 @@ half-written JSON file that a later reader trusts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -87,36 +88,35 @@ def _json_safe(value):
     return value
 
 
-def write_json(path: str | os.PathLike, data) -> Path:
-    """Write ``data`` as JSON atomically: a crash leaves the old file or the new one, never half."""
+@contextlib.contextmanager
+def _atomic_text(path: str | os.PathLike):
+    """A text file handle whose content replaces ``path`` only when the block ends without error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(_json_safe(data), fh, ensure_ascii=False, indent=2, allow_nan=False)
-            fh.write("\n")
+            yield fh
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def write_json(path: str | os.PathLike, data) -> Path:
+    """Write ``data`` as JSON atomically: a crash leaves the old file or the new one, never half."""
+    with _atomic_text(path) as fh:
+        json.dump(_json_safe(data), fh, ensure_ascii=False, indent=2, allow_nan=False)
+        fh.write("\n")
+    return Path(path)
 
 
 def write_jsonl(path: str | os.PathLike, rows) -> Path:
     """Write an iterable of dicts as JSON lines, atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(_json_safe(row), ensure_ascii=False, allow_nan=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with _atomic_text(path) as fh:
+        for row in rows:
+            fh.write(json.dumps(_json_safe(row), ensure_ascii=False, allow_nan=False) + "\n")
+    return Path(path)
 
 
 def append_jsonl(path: str | os.PathLike, row: dict) -> None:
