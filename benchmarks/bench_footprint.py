@@ -124,6 +124,9 @@ def child(marks: str, profile_name: str, run_name: str, sets: list[str], format_
             def on_step_end(self, args, state, control, **kwargs):
                 _mark(marks, f"step_{state.global_step}")
 
+            def on_save(self, args, state, control, **kwargs):
+                _mark(marks, f"save_{state.global_step}")
+
         trainer.add_callback(StepMark())
         lab.evaluate_base()
         _mark(marks, "eval_base")
@@ -204,11 +207,21 @@ def phase_table(t0: float, marks: list[dict], samples: list[dict]) -> list[dict]
     return rows
 
 
+def _is_step(row: dict) -> bool:
+    return row["phase"].startswith(("step_", "save_"))
+
+
+def step_rows(rows: list[dict]) -> list[dict]:
+    """Each optimizer step and each checkpoint save on its own: where in the run the peak comes."""
+    return [{"phase": r["phase"], "seconds": round(r["seconds"], 1), "peak_rss_gib": r["peak_rss_gib"]}
+            for r in rows if _is_step(r)]
+
+
 def group_steps(rows: list[dict]) -> list[dict]:
-    """Fold step_N rows into 'first step' and 'other steps'; eval_base precedes them, train follows."""
-    out, steps = [], [r for r in rows if r["phase"].startswith("step_")]
+    """Fold step_N and save_N rows into 'first step' and 'other steps'; eval_base precedes them, train follows."""
+    out, steps = [], [r for r in rows if _is_step(r)]
     for r in rows:
-        if r["phase"].startswith("step_"):
+        if _is_step(r):
             continue
         if r["phase"] == "train" and steps:
             first, rest = steps[0], steps[1:] + [r]
@@ -261,6 +274,10 @@ def print_report(result: dict) -> None:
             invol = r["invol"] / r["seconds"] if r["invol"] is not None and r["seconds"] > 0 else None
             print(f"{r['phase']:34s} {r['seconds']:8.1f} {_num(r['peak_rss_gib'], 13, 2)} {_num(busy, 11, 2)} "
                   f"{_num(invol, 8, 0)} {_num(r['max_threads'], 8, 0)}")
+    if result.get("steps"):
+        print("by step (seconds / peak RSS GiB; save_N is checkpoint N being written):")
+        print("  " + "  ".join(f"{r['phase']} {r['seconds']:.0f}s/{_num(r['peak_rss_gib'], 0, 2).strip()}"
+                               for r in result["steps"]))
     for key in ("blocks", "optimizer_gib"):
         if result.get(key) is not None:
             print(f"{key}: {json.dumps(result[key], default=lambda x: round(x, 3))}")
@@ -330,7 +347,9 @@ def main(argv=None) -> int:
     if resources.exists():
         result["resources_peak_rss_gib"] = json.loads(resources.read_text()).get("peak_rss_gib")
     if marks:
-        result["phases"] = group_steps(phase_table(t0, marks, samples))
+        table = phase_table(t0, marks, samples)
+        result["phases"] = group_steps(table)
+        result["steps"] = step_rows(table)
         blocks = next((m for m in marks if m["phase"] == "trainer_and_vllm"), None)
         if blocks:
             result["blocks"] = {k: v for k, v in blocks.items() if k not in ("phase", "t")}

@@ -187,7 +187,7 @@ def test_group_size_keeps_prompts_per_step(name, g):
 def test_group_size_examples():
     ci, cpu, gpu = (ex.profile_for(get_profile(n)) for n in ("ci", "cpu", "rtx5090"))
     assert ex.group_size_overrides(ci, 8) == {"num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
-    assert ex.group_size_overrides(cpu, 16) == {"num_generations": 16, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 16}
+    assert ex.group_size_overrides(cpu, 16) == {"num_generations": 16, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 32}
     assert ex.group_size_overrides(gpu, 4) == {"num_generations": 4, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}
     assert ex.group_size_overrides(gpu, 16) == {"num_generations": 16, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 8}
     with pytest.raises(ValueError):

@@ -106,6 +106,9 @@ def test_run_folder_is_complete(resumed):
     for key in ("reward", "kl", "completions/mean_length", "rewards/correctness_reward/mean",
                 f"rewards/{STUDENT_REWARD}/mean", "frac_reward_zero_std", "step_time", "course/generation_seconds"):
         assert key in metric, key
+    # the CPU profiles switch off TRL's importance-sampling correction, and TRL then logs no ratio
+    assert info["grpo_config"]["vllm_importance_sampling_correction"] is False
+    assert not any(k.startswith("sampling/importance_sampling_ratio") for m in run.metrics() for k in m)
     assert (run.curves_dir / "training.png").stat().st_size > 10_000
     assert (run.root / "grading" / "informe.md").exists()
     memory = runfolder.read_json(run.path(runfolder.RESOURCES_JSON))  # what L7.2's comparison reads
@@ -113,6 +116,8 @@ def test_run_folder_is_complete(resumed):
     assert list(run.checkpoints.glob("completions/completions_*.parquet"))
     # a finished run keeps its final weights in model/ and frees the checkpoints' disk
     assert run.last_checkpoint() is None and "Checkpoints borrados" in resumed["second_log"]
+    # a finished run ends on its own lines, not on a traceback from vLLM's exit hook (labs.core.distributed)
+    assert "Traceback" not in resumed["second_log"] and "Invalid process group" not in resumed["second_log"]
     assert list(run.model_dir.glob("*.safetensors"))
     # wandb, when enabled, logs offline into the run folder: no account needed
     assert list(run.root.glob("wandb/offline-run-*"))

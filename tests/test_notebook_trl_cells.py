@@ -109,5 +109,5 @@ def test_a_knob_changed_in_the_cell_is_told_apart_from_the_profile():
 
     kwargs = recipe.grpo_config_kwargs(get_profile("ci", report_to=("wandb",)), "out")
     assert config_changes(kwargs, GRPOConfig(**kwargs)) == {}  # TRL keeps every value as given
-    changed = GRPOConfig(**dict(kwargs, learning_rate=1e-5, beta=0.0))
-    assert config_changes(kwargs, changed) == {"learning_rate": (kwargs["learning_rate"], 1e-5), "beta": (kwargs["beta"], 0.0)}
+    changed = GRPOConfig(**dict(kwargs, learning_rate=2e-5, beta=0.0))
+    assert config_changes(kwargs, changed) == {"learning_rate": (kwargs["learning_rate"], 2e-5), "beta": (kwargs["beta"], 0.0)}

@@ -18,6 +18,16 @@ def test_cpu_profiles_build_a_real_grpo_config(name, tmp_path):
     assert config.use_cpu and not config.bf16
     assert config.remove_unused_columns is False  # keeps the `answer` column
     assert config.generation_batch_size % config.num_generations == 0
+    # float32 on both sides: the correction's extra forward pass would change nothing (labs.core.profiles)
+    assert config.vllm_importance_sampling_correction is False
+
+
+def test_gpu_profiles_keep_trls_importance_sampling_correction():
+    for name in ("rtx5090", "rtx5090-base"):
+        kwargs = recipe.grpo_config_kwargs(get_profile(name), "/tmp/x")
+        assert kwargs["vllm_importance_sampling_correction"] is True, name
+    assert "vllm_importance_sampling_correction" not in recipe.grpo_config_kwargs(
+        get_profile("cpu").replace(use_vllm=False), "/tmp/x")
 
 
 def test_gpu_profile_loads_bf16_and_trains_lora():

@@ -95,6 +95,22 @@ def test_detectable_difference_inverts_the_sample_size():
         stats.mcnemar_sample_size(0.001, 0.05)
 
 
+@pytest.mark.parametrize("name", ["cpu", "ci"])
+def test_rubric_states_what_each_cpu_profiles_holdout_can_detect(name):
+    # RUBRIC.md: "con `cpu` (32 problemas) solo se detectarían mejoras de 15 a 24 puntos" (10 % and 25 %
+    # of answers changing); a profile's eval_size that moves must take the sentence with it
+    from pathlib import Path
+
+    from labs.core.profiles import get_profile
+
+    text = " ".join((Path(__file__).parents[1] / "labs" / "grading" / "RUBRIC.md").read_text().split())
+    n = get_profile(name).eval_size
+    low, high = (round(stats.mcnemar_detectable_difference(n, share) * 100) for share in (0.10, 0.25))
+    assert f"`{name}` ({n} problemas)" in text
+    assert f"`{name}` ({n} problemas) solo se detectarían mejoras de {low} a {high}" in text or (
+        f"`{name}` ({n} problemas) de {low} a {high}" in text)
+
+
 def test_ema_is_bias_corrected_and_skips_missing_values():
     out = stats.smooth([2.0, None, 2.0, float("nan"), 2.0, float("inf")], "ema", alpha=0.3)
     assert out[0] == pytest.approx(2.0)  # no pull towards 0 at the start

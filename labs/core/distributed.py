@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 # What the launchers set; a child process that must train on its own starts without them.
 LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
@@ -82,7 +83,16 @@ def wait_for_everyone() -> None:
 
 
 def shutdown() -> None:
-    """Close the process group before exit (gloo aborts the interpreter at shutdown otherwise)."""
+    """Close the process groups before exit (under a launcher gloo aborts the interpreter otherwise).
+
+    vLLM's colocated engine keeps groups of its own on top of torch's default one, and its exit hook
+    destroys them. They go first, through vLLM: with torch's group gone before them, that hook printed a
+    traceback ("Invalid process group specified") after every finished `make`.
+    """
+    parallel_state = sys.modules.get("vllm.distributed.parallel_state")  # only if vLLM is in use
+    if parallel_state is not None:
+        parallel_state.destroy_model_parallel()
+        parallel_state.destroy_distributed_environment()
     dist = _group()
     if dist is not None:
         dist.destroy_process_group()

@@ -18,9 +18,6 @@ from pathlib import Path
 
 from labs.core.runfolder import RESOURCES_JSON, RunFolder, read_json, write_json
 
-
-
-
 # glibc's malloc hands a large freed block back to the kernel (munmap, or trimming the heap's top) and
 # asks for it again on the next allocation, so every decoding step and every micro-batch paid for
 # page faults: 140,000 a second and half the CPU time in the kernel during a warm `make` on 2 cores

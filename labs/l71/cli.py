@@ -10,7 +10,7 @@ from labs.core import distributed
 from labs.core.profiles import get_profile
 from labs.l71.lab import LAB, run_lab
 from labs.training import models, recipe
-from labs.training.options import add_run_arguments, overrides_from_cli
+from labs.training.options import add_run_arguments, overrides_from_cli, report_failure
 
 
 def main(argv=None) -> int:
@@ -40,17 +40,12 @@ def _run(args) -> int:
         path = run_lab(
             profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab, **overrides
         )
-    except (ValueError, models.ModelNotAvailable) as exc:  # profile, pre-flight, data, reward names
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 2
-    except recipe.RunFailed as exc:
-        print(f"ERROR: el entrenamiento se detuvo. {exc}", file=sys.stderr)
-        return 1
-    except RuntimeError as exc:
-        if type(exc).__name__ == "EnvironmentNotReady":
-            print(str(exc), file=sys.stderr)
-            return 2
-        raise
+    except Exception as exc:  # noqa: BLE001 - report_failure re-raises what is not a known failure
+        code = report_failure(exc, (ValueError, models.ModelNotAvailable),  # profile, pre-flight, data, rewards
+                              (recipe.RunFailed,), "el entrenamiento se detuvo. ")
+        if code is None:
+            raise
+        return code
     if distributed.is_main_process():
         print(json.dumps({"run_dir": str(path)}, ensure_ascii=False))
     return 0

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from labs.training import models, recipe
-from labs import l71
+from labs.training.options import add_run_arguments, overrides_from_cli, report_failure
 from labs.core import distributed
 from labs.core.profiles import get_profile
 from labs.core.runfolder import RUN_JSON, read_json
@@ -37,26 +37,21 @@ MULTI_PROCESS_ES = (
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labs l72", description=__doc__.split("\n\n")[0])
-    l71.add_run_arguments(parser)
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
     if distributed.is_distributed():
         print(MULTI_PROCESS_ES.format(n=distributed.world_size()), file=sys.stderr)
         return 2
     try:
         profile = get_profile(args.profile)
-        overrides = l71.overrides_from_cli(args.set, profile)
+        overrides = overrides_from_cli(args.set, profile)
         path = run_lab(profile, run_name=args.run_name, fresh=args.fresh, **overrides)
-    except (ValueError, models.ModelNotAvailable, ImportOrderError, BackendUnavailable) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 2
-    except (recipe.RunFailed, UnslothLoadFailed, LoraNotLoaded) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
-    except RuntimeError as exc:
-        if type(exc).__name__ == "EnvironmentNotReady":
-            print(str(exc), file=sys.stderr)
-            return 2
-        raise
+    except Exception as exc:  # noqa: BLE001 - report_failure re-raises what is not a known failure
+        code = report_failure(exc, (ValueError, models.ModelNotAvailable, ImportOrderError, BackendUnavailable),
+                              (recipe.RunFailed, UnslothLoadFailed, LoraNotLoaded))
+        if code is None:
+            raise
+        return code
     run = read_json(Path(path) / RUN_JSON)
     print(json.dumps({"run_dir": str(path), "backend_used": run.get("backend_used")}, ensure_ascii=False))
     return 0

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from labs.core.profiles import PROFILES, Profile, parse_override
 from labs.training import preflight
@@ -33,3 +34,21 @@ def overrides_from_cli(items, profile: Profile) -> dict:
         key, value = parse_override(item, profile)
         overrides[key] = value
     return overrides
+
+
+def report_failure(exc: BaseException, usage_errors: tuple, run_errors: tuple, run_prefix: str = "") -> int | None:
+    """Print what a lab's command line caught and return its exit code; None when it is not ours to catch.
+
+    2: the command cannot start as given (profile, pre-flight, data, environment): change the command.
+    1: training started and stopped (the run folder's status.json says why): fix and relaunch to continue.
+    """
+    if isinstance(exc, usage_errors):
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, run_errors):
+        print(f"ERROR: {run_prefix}{exc}", file=sys.stderr)
+        return 1
+    if type(exc).__name__ == "EnvironmentNotReady":  # labs.doctor's message is already a whole sentence
+        print(str(exc), file=sys.stderr)
+        return 2
+    return None

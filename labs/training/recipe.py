@@ -66,6 +66,8 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
         # generation
         use_vllm=profile.use_vllm,
     )
+    if profile.use_vllm:
+        kwargs["vllm_importance_sampling_correction"] = profile.vllm_importance_sampling_correction
     if profile.bf16:
         # A model passed by name loads in float32 unless told otherwise: twice the memory.
         kwargs["model_init_kwargs"] = {"dtype": "bfloat16"}
@@ -326,6 +328,7 @@ KNOBS_ES = {
     "use_vllm": "vLLM genera los rollouts (mucho más rápido que generate de transformers).",
     "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento; 'server' lo lleva a una GPU propia (L7.3).",
     "vllm_gpu_memory_utilization": "Fracción de memoria reservada para vLLM (pesos + caché KV); el resto queda para entrenar. OOM: bájala.",
+    "vllm_importance_sampling_correction": "Una pasada más del modelo por cada respuesta para corregir la diferencia entre las probabilidades de vLLM y las del entrenador. En GPU (bf16) hace falta; en CPU ambos calculan en float32 con los mismos pesos y el perfil la apaga.",
     "vllm_max_model_length": "Prompt + respuesta: dimensiona la caché KV para lo que GRPO genera, no para todo el contexto del modelo.",
     "log_completions": "Guarda lo que escribió el modelo en cada paso (parquet) para leerlo después.",
     "remove_unused_columns": "False: mantiene la columna 'answer', que correctness_reward necesita.",
