@@ -226,7 +226,8 @@ def group_steps(rows: list[dict]) -> list[dict]:
         if r["phase"] == "train" and steps:
             first, rest = steps[0], steps[1:] + [r]
             out.append({**first, "phase": "train: step 1"})
-            out.append(_merge(rest, f"train: steps 2-{len(steps)} and saving"))
+            optimizer_steps = sum(1 for s in steps if s["phase"].startswith("step_"))  # not the save_N rows
+            out.append(_merge(rest, f"train: steps 2-{optimizer_steps} and saving"))
             continue
         out.append(r)
     return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from pathlib import Path
+from typing import NamedTuple
 
 from labs.training import data as course_data
 from labs.training import evaluation, preflight, recipe
@@ -29,7 +30,7 @@ from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import RunFolder
 from labs.l72.backend import Backend
 from labs.l72.lora import evaluate_unsloth, save_adapter
-from labs.l72.memory import _version_tuple, engine_memory_fraction, expected_gpu_fraction
+from labs.l72.memory import MemoryFraction, _version_tuple, engine_memory_fraction, expected_gpu_fraction
 from labs.l72.standby import UnslothLoadFailed, enable_standby_and_import_unsloth, standby_load_guard
 from labs.l72.steps import finish_resources, record_run
 
@@ -137,17 +138,33 @@ def load_unsloth_model(profile: Profile, show=print):
     return model, tokenizer, fraction
 
 
+class UnslothStart(NamedTuple):
+    model: object
+    tokenizer: object
+    splits: dict
+    trainer: object
+    fraction: MemoryFraction  # the engine's measured share of the GPU
+    base_label: str
+
+
+def start_unsloth_run(profile: Profile, reward_funcs, run: RunFolder, backend: Backend, show) -> UnslothStart:
+    """Model (Standby, LoRA), data with its tokenizer, run.json and trainer: how L7.2 and its rehearsal start."""
+    model, tokenizer, fraction = load_unsloth_model(profile, show=show)
+    splits = course_data.course_splits(profile, tokenizer)
+    base_label = f"{Path(profile.unsloth_model).name} ({'4 bits' if profile.load_in_4bit else 'bf16'})"
+    record_run(run, profile, reward_funcs, profile.unsloth_model, base_label, backend, fraction)
+    trainer = recipe.make_trainer(profile, run, model, reward_funcs, course_data.to_dataset(splits["train"]),
+                                  processing_class=tokenizer)
+    return UnslothStart(model, tokenizer, splits, trainer, fraction, base_label)
+
+
 def _run_unsloth(profile: Profile, reward_funcs, run: RunFolder, backend: Backend) -> Path:
     """GPU: Unsloth + vLLM Standby. The notebook runs the same steps cell by cell."""
     check_unsloth_path(profile)
     enable_standby_and_import_unsloth()
     with ResourceMonitor(gpu="torch") as monitor:
-        model, tokenizer, fraction = load_unsloth_model(profile, show=lambda line: print(f"[vllm] {line}"))
-        splits = course_data.course_splits(profile, tokenizer)
-        base_label = f"{Path(profile.unsloth_model).name} ({'4 bits' if profile.load_in_4bit else 'bf16'})"
-        record_run(run, profile, reward_funcs, profile.unsloth_model, base_label, backend, fraction)
-        trainer = recipe.make_trainer(profile, run, model, reward_funcs, course_data.to_dataset(splits["train"]),
-                                      processing_class=tokenizer)
+        model, tokenizer, splits, trainer, _, base_label = start_unsloth_run(
+            profile, reward_funcs, run, backend, show=lambda line: print(f"[vllm] {line}"))
         base = evaluate_unsloth(splits["eval"], model, tokenizer, run, "base", profile.eval_max_new_tokens)
         recipe.train(trainer, profile, run)
         adapter_dir = save_adapter(model, tokenizer, run)

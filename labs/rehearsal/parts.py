@@ -103,17 +103,23 @@ def _common(lab, profile: Profile, timer, started: float) -> dict:
             "checkpoints_removed_bytes": freed, "elapsed_seconds": round(time.perf_counter() - started, 1)}
 
 
+def _trainer_with_timer(lab):
+    """Data, format pass and trainer, with the step timer the rehearsal reads: how both labs start."""
+    lab.load_data()
+    lab.format_pass()
+    trainer = lab.build_trainer()
+    timer = step_timer()
+    trainer.add_callback(timer)
+    return trainer, timer
+
+
 def run_l71(profile: Profile, root: Path) -> dict:
     """L7.1 (TRL + vLLM colocate) on the rehearsal's budget, plus the base model's holdout."""
     rp = budget.rehearsal_profile(profile)
     started = time.perf_counter()
     lab = l71.Lab(rp, run_name=str(root / "l71"))
     try:
-        lab.load_data()
-        lab.format_pass()
-        trainer = lab.build_trainer()
-        timer = step_timer()
-        trainer.add_callback(timer)
+        trainer, timer = _trainer_with_timer(lab)
         fraction = _fraction(rp, trainer)
         holdout = base_holdout(lab, profile)
         lab.evaluate_base()
@@ -147,11 +153,7 @@ def run_l72_cpu(profile: Profile, root: Path) -> dict:
     started = time.perf_counter()
     lab = FallbackLab(rp, run_name=str(root / "l72"))
     try:
-        lab.load_data()
-        lab.format_pass()
-        trainer = lab.build_trainer()
-        timer = step_timer()
-        trainer.add_callback(timer)
+        trainer, timer = _trainer_with_timer(lab)
         base = lab.evaluate_base()
         lab.train()
         summary = lab.evaluate_trained()  # refuses when the engine lacks the adapter (require_engine_has_adapter)

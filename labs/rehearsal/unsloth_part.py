@@ -1,10 +1,11 @@
 """L7.2 on a GPU, rehearsed: Unsloth + vLLM Standby, 4-bit, LoRA, the lab's own calls (``labs.l72.gpu``).
 
-The same loading, LoRA, trainer and evaluation calls as ``labs.l72.gpu._run_unsloth``, with what the
-rehearsal adds between them: a step timer, greedy generations of a few prompts without and with the
-trained adapter's ``lora_request`` (does the adapter reach vLLM and change what it writes?), and the
-trained evaluation only through :func:`labs.l72.lora.evaluate_unsloth` with that request (it refuses
-without one). Runs only where CUDA and Unsloth are; nothing here runs on the CPU CI.
+The same loading, LoRA, trainer and evaluation calls as ``labs.l72.gpu._run_unsloth`` (both start with
+``labs.l72.gpu.start_unsloth_run``), with what the rehearsal adds between them: a step timer, greedy
+generations of a few prompts without and with the trained adapter's ``lora_request`` (does the adapter
+reach vLLM and change what it writes?), and the trained evaluation only through
+:func:`labs.l72.lora.evaluate_unsloth` with that request (it refuses without one). Runs only where CUDA
+and Unsloth are; nothing here runs on the CPU CI.
 """
 
 from __future__ import annotations
@@ -32,11 +33,10 @@ def _probe(model, tokenizer, rows, lora_request=None):
 def run_l72_gpu(profile: Profile, root: Path) -> dict:
     from labs import l71
     from labs.l72.backend import choose_backend
-    from labs.l72.gpu import check_unsloth_path, load_unsloth_model
+    from labs.l72.gpu import check_unsloth_path, start_unsloth_run
     from labs.l72.lora import evaluate_unsloth, require_lora_request, save_adapter
     from labs.l72.standby import enable_standby_and_import_unsloth
-    from labs.l72.steps import LAB, record_run
-    from labs.training import data as course_data
+    from labs.l72.steps import LAB
     from labs.training import evaluation, recipe
     from rewards import reward_functions
 
@@ -51,12 +51,8 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
 
     monitor = ResourceMonitor(gpu="torch").start()
     try:
-        model, tokenizer, fraction = load_unsloth_model(rp, show=lambda line: print(f"[ensayo] {line}"))
-        splits = course_data.course_splits(rp, tokenizer)
-        label = f"{Path(rp.unsloth_model).name} ({'4 bits' if rp.load_in_4bit else 'bf16'})"
-        record_run(run, rp, reward_funcs, rp.unsloth_model, label, backend, fraction)
-        trainer = recipe.make_trainer(rp, run, model, reward_funcs, course_data.to_dataset(splits["train"]),
-                                      processing_class=tokenizer)
+        model, tokenizer, splits, trainer, fraction, label = start_unsloth_run(
+            rp, reward_funcs, run, backend, show=lambda line: print(f"[ensayo] {line}"))
         timer = step_timer()
         trainer.add_callback(timer)
         probe_rows = splits["eval"][:PROBE_PROMPTS]
