@@ -25,15 +25,16 @@ STAMP := $(VENV)/.installed-$(STACK)
 # Test command used by README and .ci/run. Notebooks run on the `ci` profile (smallest budgets).
 TEST_ENV := COURSE_PROFILE=ci WANDB_MODE=offline HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PYTEST_ARGS ?=
-# Notebooks in course order: the C2b rubric notebook grades a run that the L7.1 notebook left; E4 (your own
+# Source notebooks (solutions in place; notebooks/ holds the student versions otter assign generates from
+# them: `make notebooks`), in course order: the C2b rubric notebook grades a run that the L7.1 notebook left; E4 (your own
 # reward) comes after E2, whose format-only run it uses as the level-4 comparison.
 # tests/test_notebooks_listed.py fails if a notebook is missing from this list.
-NOTEBOOKS := $(wildcard notebooks/00_*.ipynb) $(wildcard notebooks/L6_*.ipynb) \
-	$(wildcard notebooks/L7_1_*.ipynb) $(wildcard notebooks/L7_2_*.ipynb) $(wildcard notebooks/L7_3_*.ipynb) \
-	$(wildcard notebooks/E1_*.ipynb) $(wildcard notebooks/E2_*.ipynb) $(wildcard notebooks/E3_*.ipynb) \
-	$(wildcard notebooks/E4_*.ipynb) $(wildcard notebooks/C2b_*.ipynb)
+NOTEBOOKS := $(wildcard sources/00_*.ipynb) $(wildcard sources/L6_*.ipynb) \
+	$(wildcard sources/L7_1_*.ipynb) $(wildcard sources/L7_2_*.ipynb) $(wildcard sources/L7_3_*.ipynb) \
+	$(wildcard sources/E1_*.ipynb) $(wildcard sources/E2_*.ipynb) $(wildcard sources/E3_*.ipynb) \
+	$(wildcard sources/E4_*.ipynb) $(wildcard sources/C2b_*.ipynb)
 
-.PHONY: all lab test setup clean-venv list-notebooks
+.PHONY: all lab test setup clean-venv list-notebooks notebooks
 
 all: lab
 
@@ -54,6 +55,10 @@ test: $(STAMP)
 endif
 
 setup: $(STAMP)
+
+# Rebuild the student notebooks (notebooks/) from the sources with otter assign; never edit notebooks/ by hand.
+notebooks: $(STAMP)
+	$(PY) -m labs notebooks
 
 $(STAMP): $(REQUIREMENTS) Makefile pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -11,6 +11,7 @@ import sys
 
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "labs.doctor",
+    "notebooks": "labs.assign",
     "l71": "labs.l71",
     "l72": "labs.l72",
     "grade": "labs.grading",

@@ -6,7 +6,7 @@ A checked cell is a code cell whose first line is ``# NBVAL_CHECK_OUTPUT``: ``ma
 checked cell keeps the count of this run, because nbval does not compare a cell that has none. Run it from the repository root, under the heavy-job lock, after changing a checked cell
 or the code it calls::
 
-    flock /tmp/course-heavy.lock .venv/bin/python tests/store_checked_outputs.py notebooks/L6_*.ipynb
+    flock /tmp/course-heavy.lock .venv/bin/python tests/store_checked_outputs.py sources/L6_*.ipynb
 
 The environment is the one ``make test`` gives the notebooks (``TEST_ENV`` in the Makefile), so the stored
 outputs are what CI prints. A checked cell that writes to stderr or shows an image is refused: warnings

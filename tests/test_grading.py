@@ -493,7 +493,7 @@ def test_student_curves_are_copied_only_if_they_are_png(tmp_path):
 
 
 def test_rubric_notebook_and_grader_agree_on_the_answer_cells():
-    nb = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / submissions.NOTEBOOK_NAME).read_text())
+    nb = json.loads((Path(__file__).resolve().parent.parent / "sources" / submissions.NOTEBOOK_NAME).read_text())
     tags = {t for c in nb["cells"] for t in c.get("metadata", {}).get("tags", [])}
     assert set(cr.ANSWER_TAGS) <= tags
     assert all(v is None for v in cr.notebook_answers(nb).values())  # the template counts as unanswered

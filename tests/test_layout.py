@@ -22,6 +22,7 @@ STAYS_WHOLE = "stays whole"
 
 LAYERS = {
     "core": 0,
+    "assign": 1,  # builds notebooks/ from sources/ with otter assign (imports only core)
     "grading": 1,
     "vram": 1,
     "training": 2,

@@ -20,7 +20,7 @@ from notebook_cells import is_checked
 
 ROOT = Path(__file__).resolve().parent.parent
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
-L6 = ROOT / "notebooks" / "L6_de_policy_gradient_a_grpo.ipynb"
+L6 = ROOT / "sources" / "L6_de_policy_gradient_a_grpo.ipynb"
 
 # Text that differs between runs or machines. Deliberately written apart from the sanitizer's own rules
 # (and broader), so a checked output with volatile text the sanitizer misses is caught here, not in CI.
@@ -116,7 +116,7 @@ def test_l6_keeps_checked_outputs_for_its_deterministic_cells():
         assert expected in text, expected
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "sources").glob("*.ipynb")), ids=lambda p: p.name)
 def test_checked_outputs_hold_no_volatile_text_the_sanitizer_misses(path):
     nb = json.loads(path.read_text())
     for i, cell in enumerate(nb["cells"]):

@@ -20,7 +20,7 @@ from labs.core.profiles import get_profile
 from labs.core.runfolder import RunFolder
 from labs.training import recipe
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "sources"
 
 
 def cell(notebook: str, marker: str) -> str:

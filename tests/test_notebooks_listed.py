@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_notebook_is_in_the_make_test_list():
     listed = subprocess.run(["make", "-s", "list-notebooks"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.split()
-    present = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    present = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "sources").glob("*.ipynb"))
     assert sorted(listed) == present
     assert len(listed) == len(set(listed))
 
 
 def test_notebooks_keep_outputs_only_in_checked_cells():
-    for path in (ROOT / "notebooks").glob("*.ipynb"):
+    for path in (ROOT / "sources").glob("*.ipynb"):
         nb = json.loads(path.read_text())
         assert outputs_only_in_checked_cells(nb["cells"]), path.name
 

@@ -1,0 +1,5 @@
+import sys
+
+from labs.assign import main
+
+sys.exit(main())

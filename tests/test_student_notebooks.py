@@ -1,0 +1,138 @@
+"""The student notebooks: generated from sources/ by otter assign, in sync, with no solution in them, and with
+every exercise check failing on the stub with its Spanish hint and passing on the solution.
+
+How a question looks in a source notebook (otter-grader's markers, raw cells): ``# BEGIN QUESTION`` (name), the
+prompt, ``# BEGIN SOLUTION`` / the answer cell with ``# BEGIN SOLUTION`` ... ``# END SOLUTION`` lines /
+``# END SOLUTION``, ``# BEGIN TESTS`` / exception-based test functions with a ``failure_message`` /
+``# END TESTS``, ``# END QUESTION``. Cells a question needs from earlier in the notebook (imports, small data)
+carry the tag ``exercise-context``; the checks below run only those, the answers and the checks, so they take
+seconds and never train a model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from labs import assign
+
+SOURCES = sorted(assign.SOURCES_DIR.glob("*.ipynb"))
+CONTEXT_TAG = "exercise-context"
+CHECK = re.compile(r'grader\.check\("([\w-]+)"\)')
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "# SOLUTION", "BEGIN QUESTION", "BEGIN TESTS", "END TESTS")
+
+
+def text(cell) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def question_names(nb) -> list[str]:
+    return [m.group(1) for cell in nb.cells if cell.cell_type == "code" and (m := CHECK.fullmatch(text(cell).strip()))]
+
+
+def solution_lines(source_nb) -> set[str]:
+    """The substantial lines between BEGIN/END SOLUTION markers that appear nowhere else in the source."""
+    inside, elsewhere = set(), set()
+    for cell in source_nb["cells"]:
+        depth = 0
+        for line in text(cell).splitlines():
+            stripped = line.strip()
+            if stripped.endswith("# BEGIN SOLUTION"):
+                depth += 1
+            elif stripped.endswith("# END SOLUTION"):
+                depth -= 1
+            elif depth > 0 or stripped.endswith("# SOLUTION"):
+                inside.add(stripped.removesuffix("# SOLUTION").strip())
+            else:
+                elsewhere.add(stripped)
+    return {line for line in inside - elsewhere if len(line) >= 16 and not line.startswith("#")}
+
+
+def test_student_notebooks_are_generated_from_their_sources():
+    stale = assign.stale_notebooks()
+    assert not stale, (f"notebooks/ is out of date with sources/ for {stale}: "
+                       "run `python -m labs notebooks` and commit the result (never edit notebooks/ by hand).")
+
+
+def test_the_sync_check_can_fail(tmp_path, monkeypatch):
+    source = assign.SOURCES_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
+    (tmp_path / "sources").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(source, tmp_path / "sources" / source.name)
+    (tmp_path / "notebooks" / source.name).write_text(assign.render(source).replace("grader.check", "grader .check"))
+    monkeypatch.setattr(assign.build, "SOURCES_DIR", tmp_path / "sources")
+    monkeypatch.setattr(assign.build, "STUDENT_DIR", tmp_path / "notebooks")
+    assert assign.stale_notebooks() == [source.name]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_no_solution_is_visible_in_the_student_notebook(source):
+    student = (assign.STUDENT_DIR / source.name).read_text()
+    cells = [text(c) for c in json.loads(student)["cells"]]
+    for marker in MARKERS:
+        assert not any(marker in cell for cell in cells), f"{source.name}: the student notebook shows '{marker}'"
+    leaked = [line for line in solution_lines(json.loads(source.read_text())) if any(line in c for c in cells)]
+    assert not leaked, f"{source.name}: solution lines visible to the student: {leaked}"
+
+
+def is_answer_or_check(cell) -> bool:
+    tags = cell.metadata.get("tags", [])
+    return ("otter_answer_cell" in tags or "otter_assign_solution_cell" in tags
+            or (cell.cell_type == "code" and bool(CHECK.fullmatch(text(cell).strip()))))
+
+
+def check_outputs(cells) -> dict[str, str]:
+    found = {}
+    for cell in cells:
+        m = CHECK.fullmatch(text(cell).strip()) if cell.cell_type == "code" else None
+        if m:
+            found[m.group(1)] = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "")
+                                        for o in cell.outputs)
+    return found
+
+
+def run_stub_then_solution(student: Path, autograder: Path, workdir: Path) -> tuple[dict, dict]:
+    """One kernel: otter's init cell, the exercise-context cells, every answer as the student gets it (the stub)
+    with its check, then every answer as the source has it (the solution) with the same check.
+
+    Returns each check's output, by question, on the stub and on the solution.
+    """
+    shutil.copy(student, workdir / student.name)  # grader.check reads the tests from the notebook's metadata
+    stub_nb, solution_nb = (nbformat.read(p, as_version=4) for p in (student, autograder))
+    head = [c for c in stub_nb.cells if text(c).startswith("# Initialize Otter")
+            or CONTEXT_TAG in c.metadata.get("tags", [])]
+    on_stub = [c for c in stub_nb.cells if is_answer_or_check(c)]
+    on_solution = [c for c in solution_nb.cells if is_answer_or_check(c)]
+    nb = nbformat.v4.new_notebook(metadata=stub_nb.metadata)
+    nb.cells = head + on_stub + on_solution
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+    errors = [(text(c)[:80], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, f"{student.name}: a cell raised instead of letting its check answer: {errors}"
+    return check_outputs(on_stub), check_outputs(on_solution)
+
+
+QUESTION_SOURCES = [s for s in SOURCES if question_names(nbformat.read(assign.STUDENT_DIR / s.name, as_version=4))]
+
+
+@pytest.mark.parametrize("source", QUESTION_SOURCES, ids=lambda p: p.stem)
+def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(source, tmp_path):
+    views = assign.generate(source, tmp_path / "otter")
+    student = nbformat.read(views["student"], as_version=4)
+    names, tests = question_names(student), student.metadata["otter"]["tests"]
+    on_stub, on_solution = run_stub_then_solution(assign.STUDENT_DIR / source.name, views["autograder"], tmp_path)
+    assert sorted(on_stub) == sorted(on_solution) == sorted(names)
+    for name in names:
+        hints = re.findall(r'failure_message="(.+?)"\)', tests[name])
+        assert hints, f"{source.name}: question {name} has no failure_message (the Spanish hint)"
+        assert "Test case failed" in on_stub[name] and all(h in on_stub[name] for h in hints), (
+            f"{source.name}: on the stub, check {name} did not fail with its hint:\n{on_stub[name]}")
+        assert "Traceback" not in on_stub[name], on_stub[name]
+        assert "All test cases passed" in on_solution[name] or "passed!" in on_solution[name], (
+            f"{source.name}: on the solution, check {name} did not pass:\n{on_solution[name]}")
