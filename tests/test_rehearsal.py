@@ -134,6 +134,67 @@ def test_adapter_effect_counts_changed_texts_or_log_probabilities():
     assert flipped["changes_output"] and flipped["max_cumulative_logprob_diff"] is None
 
 
+def test_engine_shift_verdict_passes_fails_or_says_why_not_checked():
+    from labs.rehearsal.engine_shift import SHIFT_MIN, shift_verdict
+
+    moved = shift_verdict([-10.0, -8.0], [-9.5, -8.0], [-10.1, -8.1], [-9.4, -8.1])
+    assert moved["ok"] is True and moved["engine_shift"] == pytest.approx(0.5)
+    stale = shift_verdict([-10.0, -8.0], [-10.0, -8.0], [-10.1, -8.1], [-9.4, -8.1])
+    assert stale["ok"] is False and "pesos viejos" in stale["why_es"]
+    still = shift_verdict([-10.0], [-10.0], [-10.0], [-10.0 + SHIFT_MIN / 2])
+    assert still["ok"] is None and "apenas movieron" in still["why_es"]
+    wild = shift_verdict([-10.0], [-60.0], [-10.0], [-9.9])
+    assert wild["ok"] is False and "otros pesos" in wild["why_es"]
+    assert shift_verdict([float("nan")], [-1.0], [-1.0], [-2.0])["ok"] is False
+    assert shift_verdict([], [], [], [])["ok"] is False
+
+
+def test_trainer_logprobs_score_the_fixed_completion_tokens():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from labs.rehearsal.engine_shift import fixed_completions, trainer_logprobs
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    outputs = [SimpleNamespace(prompt_token_ids=[1, 2, 3], outputs=[SimpleNamespace(token_ids=[4, 5])]),
+               SimpleNamespace(prompt_token_ids=[1], outputs=[SimpleNamespace(token_ids=[])])]
+    fixed = fixed_completions(outputs)
+    assert fixed == [([1, 2, 3], [4, 5])]  # an empty completion has nothing to score
+    model.train()
+    [total] = trainer_logprobs(model, fixed)
+    assert model.training  # left as it was
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([[1, 2, 3, 4, 5]])).logits[0], dim=-1)
+    assert total == pytest.approx(float(logp[2, 4] + logp[3, 5]), abs=1e-5)
+
+
+def test_probes_ask_no_more_log_probabilities_than_unsloths_engine_allows():
+    # Unsloth builds its engine with max_logprobs=0 (tests/test_gpu_wheels.py reads it from the wheel);
+    # vLLM's own validation, fed that engine's limit, must accept what the rehearsal asks.
+    from vllm import SamplingParams
+    from vllm.exceptions import VLLMValidationError
+
+    from labs.rehearsal.unsloth_part import probe_params
+
+    params = probe_params()
+    assert params.logprobs == 0 and params.temperature == 0.0
+    engine = SimpleNamespace(max_logprobs=0, get_vocab_size=lambda: 100)
+    params._validate_logprobs(engine)  # accepted
+    with pytest.raises(VLLMValidationError, match="greater than max allowed: 0"):
+        SamplingParams(temperature=0.0, logprobs=1)._validate_logprobs(engine)  # what the probe used to ask
+
+
+def test_page_says_when_l72_ran_another_profile():
+    from labs.l72 import profile_for_l72
+    from labs.core.profiles import get_profile
+
+    _, why = profile_for_l72(get_profile("rtx5090-base"))
+    page = report.render_es({"parts": {"l72": {"lab": "L7.2", "profile_note_es": why}}, "not_checked": []})
+    assert f"**L7.2**: {why}" in page and "rtx5090-base" in page
+
+
 # --- classification and the page ---------------------------------------------------------------------------
 
 
@@ -220,6 +281,11 @@ def test_ci_rehearsal_end_to_end(tmp_path):
         assert data["memory"]["sampled_rss_peak_gib"] > 0
         assert data["vllm_fraction"]["in_force"] == CI.vllm_gpu_memory_utilization
         assert data["disk"]["checkpoint_bytes"] > 0 and data["checkpoints_removed_bytes"] > 0
+    l71_check = record["parts"]["l71"]["checks"]["engine_uses_trained_weights"]
+    assert l71_check["engine_shift"] > 0 and l71_check["trainer_shift"] > 0 and l71_check["completions"] > 0
+    assert l71_check["weights"]["ok"] is True  # the weight comparison, kept as information
+    l72_run = json.loads((root / "l72" / "run.json").read_text())
+    assert l72_run["trainer_args"]["optim"] == "adamw_torch_fused" and l72_run["trainer_args"]["warmup_steps"] == 0
     l72 = record["parts"]["l72"]["checks"]
     assert l72["adapter_changes_model"]["ok"] and l72["trained_eval_through_lora_request"]["ok"] is None
     holdout = record["base_holdout"]

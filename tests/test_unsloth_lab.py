@@ -405,3 +405,181 @@ def test_comparison_reads_everything_from_the_run_folders(tmp_path):
     png = tmp_path / "cmp.png"
     u.plot_comparison([a, b], png)
     assert png.stat().st_size > 10_000
+
+
+def test_comparison_says_where_the_two_runs_settings_differ(tmp_path):
+    l71 = rundirs.make_run(tmp_path, "l71-ci", lab="L7.1", profile="ci", max_steps=CI.max_steps)
+    l72 = rundirs.make_run(tmp_path, "l72-ci", lab="L7.2", profile="ci", max_steps=CI.max_steps)
+    record = rf.read_json(rf.RunFolder(l72).path(rf.RUN_JSON))
+    record["trainer_args"] = {"beta": 0.04, "max_steps": CI.max_steps, "num_generations": 4, "optim": "adamw_8bit",
+                              "output_dir": "elsewhere"}
+    rf.write_json(rf.RunFolder(l72).path(rf.RUN_JSON), record)
+    a, b = u.lab_record(l71), u.lab_record(l72)
+    assert (a["settings_source"], b["settings_source"]) == ("grpo_config", "trainer_args")
+    diffs = {k: (x, y) for k, x, y in u.settings_differences(a, b)}
+    assert set(diffs) == {"num_generations", "optim"}  # output_dir never counts
+    text = " ".join(u.describe_settings_es([a, b]))
+    assert "num_generations: 8 frente a 4" in text
+    assert "Sin registrar en L7.1" in text and "optim (L7.2 usó 'adamw_8bit')" in text
+    assert text in " ".join(u.describe_comparison_es([a, b]))
+    same = " ".join(u.describe_settings_es([a, a]))
+    assert same.startswith("Ajustes de entrenamiento: los mismos")
+
+
+# --------------------------------------------------------------------------------------------------
+# L7.2's trainer: Unsloth's swapped defaults pinned, TRL's "ref" adapter dropped, trainer.args recorded
+# --------------------------------------------------------------------------------------------------
+
+
+def test_l72_config_is_l71s_recipe_plus_trls_values_where_unsloth_swaps(tmp_path):
+    from labs.training import recipe
+
+    for name in ("ci", "rtx5090"):
+        profile = get_profile(name)
+        ours, l71 = u.grpo_config_kwargs(profile, "out"), recipe.grpo_config_kwargs(profile, "out")
+        assert {k: ours[k] for k in l71} == l71, name  # L7.1's recipe, unchanged
+        assert {k: ours[k] for k in u.COURSE_VALUES} == u.COURSE_VALUES
+        assert ours["vllm_importance_sampling_correction"] == profile.vllm_importance_sampling_correction
+
+
+def test_pinned_values_are_what_l71_trains_with_on_the_installed_trl(tmp_path):
+    # L7.1 passes none of these keywords: its trainer gets TRL's (and transformers') defaults.
+    from trl import GRPOConfig
+
+    from labs.training import recipe
+
+    default = GRPOConfig(**recipe.grpo_config_kwargs(CI, str(tmp_path)))
+    for key, value in u.COURSE_VALUES.items():
+        if key == "epsilon_high":  # TRL's None: "the same as epsilon" (GRPOTrainer resolves it)
+            assert default.epsilon_high is None and value == default.epsilon, (value, default.epsilon)
+        else:
+            assert getattr(default, key) == value, (key, getattr(default, key), value)
+    pinned = GRPOConfig(**u.grpo_config_kwargs(CI, str(tmp_path)))
+    assert u.trainer_settings(pinned, u.COURSE_VALUES) == u.COURSE_VALUES
+
+
+def _tiny_peft_model(vocab_size: int = 64):
+    from peft import get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from labs.training.recipe import lora_config
+
+    import torch
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1)
+    return get_peft_model(LlamaForCausalLM(config), lora_config(CI))
+
+
+def _add_trls_reference_adapter(model) -> None:
+    """What TRL's GRPOTrainer does to a PEFT model when beta != 0 (grpo_trainer.py, the 'ref' block)."""
+    model.add_adapter("ref", model.peft_config["default"])
+    for name, param in model.named_parameters():
+        if ".default." in name:
+            model.get_parameter(name.replace(".default.", ".ref.")).data.copy_(param.data)
+
+
+def _lora_keys_as_unsloth_sends_them(model) -> list[str]:
+    # unsloth_zoo 2026.10.9 vllm_utils._build_lora_request (load_tensors=True); tests/test_gpu_wheels.py
+    # runs the wheel's own expression.
+    return [k.replace(".default", "") for k in model.state_dict() if ".lora_A." in k or ".lora_B." in k]
+
+
+def test_drop_reference_adapter_on_a_peft_model_with_two_adapters():
+    import torch
+    from vllm.lora.utils import parse_fine_tuned_lora_name
+
+    model = _tiny_peft_model()
+    assert u.drop_reference_adapter(model, show=lambda _: None) is False  # nothing to drop
+    _add_trls_reference_adapter(model)
+    assert set(model.peft_config) == {"default", "ref"}
+    with pytest.raises(ValueError, match="unsupported LoRA weight"):
+        for key in _lora_keys_as_unsloth_sends_them(model):
+            parse_fine_tuned_lora_name(key)  # vLLM's own parser, as it loads the rollout's adapter
+    lines = []
+    assert u.drop_reference_adapter(model, show=lines.append) is True
+    assert set(model.peft_config) == {"default"} and model.active_adapter == "default" and "'ref'" in lines[0]
+    keys = _lora_keys_as_unsloth_sends_them(model)
+    assert keys and all(parse_fine_tuned_lora_name(k)[0] for k in keys)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(".lora_" in n and ".default." in n for n in trainable)
+    # the reference TRL now uses (adapters disabled) is what the copy was: lora_B starts at zero
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        with model.disable_adapter():
+            reference = model(input_ids=ids).logits
+        assert torch.equal(model(input_ids=ids).logits, reference)
+
+
+@pytest.mark.slow
+def test_l72_trainer_on_a_wrapped_peft_model_drops_trls_ref_and_records_trainer_args(tmp_path, tokenizer, monkeypatch):
+    """The GPU path's shape on a CPU: GRPOTrainer gets a model that is already a PEFT model, with beta != 0."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rewards import reward_functions
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
+    profile = CI.replace(use_vllm=False, max_steps=1, num_generations=2, per_device_train_batch_size=2,
+                         gradient_accumulation_steps=1, max_completion_length=8, report_to=(),
+                         gradient_checkpointing=False, save_steps=10)
+    assert profile.beta != 0
+    rows = [{"prompt": [{"role": "user", "content": f"¿Cuánto es {i} + {i}?"}], "answer": str(2 * i), "id": str(i)}
+            for i in range(4)]
+    run = rf.RunFolder(tmp_path / "run")
+    rf.write_json(run.path(rf.RUN_JSON), {"lab": "L7.2"})
+    # Without the course's step, TRL (this TRL 1.16; 1.15 has the same block) adds the second adapter.
+    plain = GRPOTrainer(model=_tiny_peft_model(len(tokenizer)), reward_funcs=reward_functions(),
+                        args=GRPOConfig(**u.grpo_config_kwargs(profile, str(tmp_path / "plain"))),
+                        train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    assert set(plain.model.peft_config) == {"default", "ref"}
+    trainer = u.make_trainer(profile, run, _tiny_peft_model(len(tokenizer)), reward_functions(),
+                             Dataset.from_list(rows), processing_class=tokenizer)
+    assert set(trainer.model.peft_config) == {"default"}
+    record = rf.read_json(run.path(rf.RUN_JSON))
+    used = record["trainer_args"]
+    assert {k: used[k] for k in u.COURSE_VALUES} == u.COURSE_VALUES
+    assert used["beta"] == profile.beta and used["num_generations"] == 2 and used["max_steps"] == 1
+    assert record["grpo_config"]["optim"] == "adamw_torch_fused" and record["grpo_config_changes"] == {}
+    trainer.train()  # the KL reference now comes from disable_adapter(): one real step runs
+    assert trainer.state.global_step == 1 and any("kl" in k for k in trainer.state.log_history[0])
+
+
+def test_trainer_settings_records_what_the_args_hold_and_changes_are_said(tmp_path):
+    from trl import GRPOConfig
+
+    run = rf.RunFolder(tmp_path / "run")
+    rf.write_json(run.path(rf.RUN_JSON), {"lab": "L7.2", "grpo_config": {"stale": True}})
+    kwargs = u.grpo_config_kwargs(CI, str(tmp_path / "out"))
+    args = GRPOConfig(**kwargs)
+    args.weight_decay = 0.001  # what Unsloth's wrapper would have done had the course not passed it
+    lines = []
+    used = u.record_trainer_settings(run, kwargs, SimpleNamespace(args=args), show=lines.append)
+    record = rf.read_json(run.path(rf.RUN_JSON))
+    assert record["trainer_args"] == used and used["weight_decay"] == 0.001 and used["optim"] == "adamw_torch_fused"
+    assert record["grpo_config_changes"] == {"weight_decay": {"receta": 0.0, "usado": 0.001}}
+    assert record["grpo_config"]["weight_decay"] == 0.0 and "stale" not in record["grpo_config"]
+    assert lines == ["[run] weight_decay: el trainer usa 0.001 en lugar de 0.0 (queda apuntado en run.json)."]
+    json.dumps(record)  # plain JSON (enums, paths)
+
+
+# --------------------------------------------------------------------------------------------------
+# rtx5090-base: L7.2 runs on the instruct profile and says why
+# --------------------------------------------------------------------------------------------------
+
+
+def test_on_the_base_route_l72_runs_the_instruct_profile_and_says_why():
+    base = get_profile("rtx5090-base").replace(max_steps=7)
+    from labs.training.preflight import PreflightError
+
+    with pytest.raises(PreflightError, match="format_pass"):
+        u.check_unsloth_path(base)
+    switched, why = u.profile_for_l72(base)
+    assert switched.name == "rtx5090" and switched.max_steps == 7  # the student's own --set is kept
+    for key in ("model", "unsloth_model", "format_pass", "learning_rate", "lora_r", "lora_alpha", "load_in_4bit"):
+        assert getattr(switched, key) == getattr(RTX, key), key
+    assert "rtx5090-base" in why and "L7.1" in why and "import unsloth" in why and "lora_r=16" in why
+    u.check_unsloth_path(switched.replace(load_in_4bit=False))  # nothing left to refuse (4-bit needs the plugin)
+    for name in ("rtx5090", "ci", "cpu"):
+        assert u.profile_for_l72(get_profile(name)) == (get_profile(name), None)

@@ -1,7 +1,8 @@
 """L7.1 against L7.2, side by side from their run folders (memory, seconds per step, reward, accuracy).
 
 For the notebook ``notebooks/L7_2_unsloth_standby.ipynb``: find (or run, in a child process) the L7.1
-reference, read one record per run folder, and show them as a table, Spanish sentences and a figure.
+reference, read one record per run folder, and show them as a table, Spanish sentences (including where
+the two runs' training settings differ: :func:`describe_settings_es`) and a figure.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.resources import RESOURCES_JSON, ResourceMonitor, gib, nvidia_smi_used_gib, read_resources, write_resources
 from labs.core.runfolder import RUN_JSON, RunFolder, read_json
+from labs.l72.trainer import NOT_COMPARED
 
 # The settings two runs must share for a side-by-side comparison to mean anything (the model may differ:
 # L7.2 loads the Unsloth copy of the same weights on the GPU).
@@ -167,7 +169,48 @@ def lab_record(run_root: str | os.PathLike) -> dict:
         "base_accuracy": summary.get("base_accuracy"),
         "trained_accuracy": summary.get("trained_accuracy"),
         "n_eval": summary.get("n"),
+        # what the trainer really used when the run recorded it (L7.2: trainer_args), else what it asked for
+        "settings": run.get("trainer_args") or run.get("grpo_config") or {},
+        "settings_source": "trainer_args" if run.get("trainer_args") else "grpo_config",
     }
+
+
+_MISSING = object()
+
+
+def settings_differences(ref: dict, other: dict) -> list[tuple[str, object, object]]:
+    """``(key, ref value, other value)`` for every setting the two records do not share (``_MISSING``: not recorded)."""
+    keys = sorted((set(ref["settings"]) | set(other["settings"])) - set(NOT_COMPARED))
+    out = []
+    for key in keys:
+        a, b = ref["settings"].get(key, _MISSING), other["settings"].get(key, _MISSING)
+        if a != b:
+            out.append((key, a, b))
+    return out
+
+
+def describe_settings_es(records: list[dict]) -> list[str]:
+    """Where the two runs' training settings differ, in Spanish (first record: the reference)."""
+    ref, other = records[0], records[-1]
+    diffs = settings_differences(ref, other)
+    both = [(k, a, b) for k, a, b in diffs if a is not _MISSING and b is not _MISSING]
+    lines = []
+    if both:
+        lines.append(f"Ajustes de entrenamiento distintos entre {ref['lab']} y {other['lab']}: " + "; ".join(
+            f"{k}: {a!r} frente a {b!r}" for k, a, b in both) + ". Las diferencias de las cifras de arriba pueden "
+            "venir también de aquí, no solo del back-end.")
+    missing_in_ref = [(k, b) for k, a, b in diffs if a is _MISSING]
+    missing_in_other = [(k, a) for k, a, b in diffs if b is _MISSING and a is not _MISSING]
+    for r, o, only in ((ref, other, missing_in_ref), (other, ref, missing_in_other)):
+        if only:
+            what = ("guarda solo la receta que pidió (grpo_config), no lo que usó el trainer" if
+                    r["settings_source"] == "grpo_config" else "no los registró")
+            lines.append(f"Sin registrar en {r['lab']} (su run.json {what}): " + ", ".join(
+                f"{k} ({o['lab']} usó {v!r})" for k, v in only) + ".")
+    if not diffs:
+        lines.append(f"Ajustes de entrenamiento: los mismos en {ref['lab']} y {other['lab']} "
+                     f"({len(set(ref['settings']) - set(NOT_COMPARED))} comparados).")
+    return lines
 
 
 def comparison_table(records: list[dict]):
@@ -208,6 +251,7 @@ def describe_comparison_es(records: list[dict]) -> list[str]:
         if r["base_accuracy"] is not None and r["trained_accuracy"] is not None:
             lines.append(f"{r['lab']}: exactitud {r['base_accuracy']:.1%} antes y {r['trained_accuracy']:.1%} después "
                          f"({r['n_eval']} problemas); recompensa final {r['reward_final']:.3g}.")
+    lines += describe_settings_es(records)
     if ref["n_eval"] is not None and ref["n_eval"] < 100:
         lines.append(f"Con {ref['n_eval']} problemas y {ref['steps']} pasos estas diferencias de exactitud son ruido: "
                      "el perfil sirve para comprobar que todo funciona, no para medir. Las cifras que importan salen "

@@ -16,6 +16,7 @@ from labs.training import recipe
 from labs import l71
 from labs.core.profiles import Profile, get_profile
 from labs.core.runfolder import write_json
+from labs.l72 import trainer as l72_trainer
 from labs.l72.backend import WHY_NO_UNSLOTH_ON_CPU_ES, choose_backend
 from labs.l72.lora import lora_engine_check, require_engine_has_adapter
 from labs.l72.memory import MemoryFraction, engine_memory_fraction
@@ -52,9 +53,10 @@ class FallbackLab(l71.Lab):
         return base_model
 
     def build_trainer(self):
-        self.trainer = recipe.make_trainer(self.profile, self.run, self.base_model, self.reward_funcs,
-                                           course_data.to_dataset(self.splits["train"]),
-                                           peft_config=recipe.lora_config(self.profile))
+        # The GPU path's trainer (labs.l72.trainer): the same GRPOConfig keywords, and trainer.args in run.json
+        self.trainer = l72_trainer.make_trainer(self.profile, self.run, self.base_model, self.reward_funcs,
+                                                course_data.to_dataset(self.splits["train"]),
+                                                peft_config=recipe.lora_config(self.profile))
         self.generate = l71.generator(self.trainer, self.profile)
         print(f"[lora] LoRA de PEFT: r={self.profile.lora_r}, alpha={self.profile.lora_alpha}, módulos "
               f"{', '.join(self.profile.lora_targets)}.")

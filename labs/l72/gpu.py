@@ -5,7 +5,7 @@ transformers and peft (:func:`labs.l72.standby.enable_standby_and_import_unsloth
 loads ``unsloth/Qwen3-4B-Instruct-2507`` in 4 bits with vLLM inside (``fast_inference=True``), adds LoRA
 adapters with the lesson's rank, alpha and targets and Unsloth's gradient checkpointing, and TRL's
 GRPOTrainer (patched by Unsloth) trains them with the lesson's hyperparameters
-(``recipe.grpo_config_kwargs``). vLLM and the trainer share one copy of the weights, so after
+(``labs.l72.trainer.grpo_config_kwargs``: L7.1's, with TRL's values pinned where Unsloth would swap its own). vLLM and the trainer share one copy of the weights, so after
 training vLLM still holds the *base* weights: the trained model is evaluated by passing the saved
 adapter to every generation (``lora_request=model.load_lora(path)``), and
 :func:`labs.l72.lora.evaluate_unsloth` refuses to evaluate "trained" without one (it would silently
@@ -32,6 +32,7 @@ from labs.l72.backend import Backend
 from labs.l72.lora import evaluate_unsloth, save_adapter
 from labs.l72.memory import MemoryFraction, _version_tuple, engine_memory_fraction, expected_gpu_fraction
 from labs.l72.standby import UnslothLoadFailed, enable_standby_and_import_unsloth, standby_load_guard
+from labs.l72 import trainer as l72_trainer
 from labs.l72.steps import finish_resources, record_run
 
 # --------------------------------------------------------------------------------------------------
@@ -153,8 +154,9 @@ def start_unsloth_run(profile: Profile, reward_funcs, run: RunFolder, backend: B
     splits = course_data.course_splits(profile, tokenizer)
     base_label = f"{Path(profile.unsloth_model).name} ({'4 bits' if profile.load_in_4bit else 'bf16'})"
     record_run(run, profile, reward_funcs, profile.unsloth_model, base_label, backend, fraction)
-    trainer = recipe.make_trainer(profile, run, model, reward_funcs, course_data.to_dataset(splits["train"]),
-                                  processing_class=tokenizer)
+    # L7.2's trainer: TRL's values where Unsloth would swap its own, no "ref" adapter, trainer.args in run.json
+    trainer = l72_trainer.make_trainer(profile, run, model, reward_funcs, course_data.to_dataset(splits["train"]),
+                                       processing_class=tokenizer)
     return UnslothStart(model, tokenizer, splits, trainer, fraction, base_label)
 
 

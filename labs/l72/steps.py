@@ -18,6 +18,30 @@ from labs.l72.memory import MemoryFraction
 
 LAB = "L7.2"
 
+# L7.2 teaches Unsloth and Standby's memory mechanics; the graded main run is L7.1. On the base-model route
+# (rtx5090-base, whose LoRA format pass cannot run after `import unsloth`) L7.2 runs the instruct profile.
+L72_PROFILE_FOR = {"rtx5090-base": "rtx5090"}
+
+
+def profile_for_l72(profile: Profile) -> tuple[Profile, str | None]:
+    """The profile L7.2 runs for ``profile``, and the Spanish sentence saying why when it is another one.
+
+    The fields in which the two named profiles differ (model, format pass, LoRA, learning rate, ...) take
+    the instruct profile's values; anything else set on ``profile`` (``--set max_steps=...``) is kept.
+    """
+    target_name = L72_PROFILE_FOR.get(profile.name)
+    if target_name is None:
+        return profile, None
+    own, target = get_profile(profile.name).as_dict(), get_profile(target_name)
+    changed = [k for k, v in target.as_dict().items() if own.get(k) != v and k in profile.__dataclass_fields__]
+    switched = profile.replace(**{k: getattr(target, k) for k in changed})
+    shown = [k for k in changed if k not in ("name", "description")]
+    why = (f"L7.2 corre con el perfil '{target_name}' aunque el elegido sea '{profile.name}': este lab enseña "
+           "Unsloth y la memoria de Standby (el run principal que se evalúa es el de L7.1), y el pase de formato "
+           f"de '{profile.name}' no puede correr después de `import unsloth`. Cambian: "
+           + ", ".join(f"{k}={getattr(switched, k)!r}" for k in shown) + ".")
+    return switched, why
+
 
 def print_vram_plans(profile: Profile, card_gib: float | None = None) -> list:
     """Both routes' VRAM plans (labs.vram), printed before anything is loaded."""
@@ -32,7 +56,7 @@ def print_vram_plans(profile: Profile, card_gib: float | None = None) -> list:
 
 
 def start(profile: Profile | str | None = None, run_name: str | None = None, fresh: bool = False, **overrides):
-    """Profile (with ``backend="unsloth"``), reward functions and run folder of an L7.2 run.
+    """Profile (with ``backend="unsloth"``; :func:`profile_for_l72`), reward functions and run folder of an L7.2 run.
 
     Everything here is checked before a model is loaded: removed GRPOConfig keywords, the pre-flight
     checks and the doctor's environment checks (``l71.prepare``).
@@ -42,6 +66,9 @@ def start(profile: Profile | str | None = None, run_name: str | None = None, fre
     preflight.refuse_removed_keywords(overrides)
     if not isinstance(profile, Profile):
         profile = get_profile(profile)
+    profile, why = profile_for_l72(profile)
+    if why:
+        print(f"[perfil] {why}")
     profile = profile.replace(backend="unsloth", **overrides)
     reward_funcs = reward_functions()
     l71.prepare(profile, reward_funcs)

@@ -16,7 +16,7 @@ from labs.core.profiles import Profile
 from labs.core.runfolder import read_jsonl
 from labs.l72.lora import lora_engine_check
 from labs.l72.memory import MemoryFraction, engine_memory_fraction
-from labs.rehearsal import budget
+from labs.rehearsal import budget, engine_shift
 from labs.rehearsal.measure import adapter_effect, mean_completion_tokens, run_disk, step_timer, summarize_holdout
 from labs.training import data as course_data
 from labs.training import evaluation
@@ -37,7 +37,8 @@ def _fraction(profile: Profile, trainer) -> dict:
 
 
 def engine_check(trainer, profile: Profile) -> dict:
-    """After the last step: does the colocated engine generate from the trained weights?"""
+    """After the last step: the colocated engine's weights against the trainer's (information for L7.1's part:
+    its pass/fail is the log-probability shift, :mod:`labs.rehearsal.engine_shift`)."""
     if not (profile.use_vllm and getattr(trainer, "vllm_generation", None) is not None):
         return {"ok": None, "why_es": "el perfil no usa vLLM: se genera con el propio modelo entrenado"}
     from labs.training import vllm_cpu_shim
@@ -64,7 +65,7 @@ def engine_check(trainer, profile: Profile) -> dict:
 
 
 def engine_probe(trainer, rows: list[dict], tokens: int = 48):
-    """Greedy outputs (with log-probabilities) of the colocated engine on a few prompts, or None."""
+    """Greedy outputs (with the sampled tokens' log-probabilities) of the colocated engine, or None."""
     engine = getattr(trainer, "vllm_generation", None)
     if engine is None:
         return None
@@ -72,7 +73,7 @@ def engine_probe(trainer, rows: list[dict], tokens: int = 48):
 
     texts = [trainer.processing_class.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True)
              for r in rows]
-    return engine.llm.generate(texts, SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=1), use_tqdm=False)
+    return engine.llm.generate(texts, SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=0), use_tqdm=False)
 
 
 def base_holdout(lab: l71.Lab, profile: Profile) -> dict:
@@ -125,12 +126,15 @@ def run_l71(profile: Profile, root: Path) -> dict:
         lab.evaluate_base()
         probe_rows = lab.splits["eval"][:4]
         before = engine_probe(trainer, probe_rows)
+        fixed = engine_shift.fixed_completions(before) if before is not None else []
+        scores_before = _scores(trainer, fixed)
         lab.train()
-        check = engine_check(trainer, rp)  # syncs the engine first
+        weights = engine_check(trainer, rp)  # syncs the engine first; information (weak in bf16)
         after = engine_probe(trainer, probe_rows)
         # what the engine writes after the steps against before them (a measurement: a few small steps
         # may not move greedy text, and in bf16 may move log-probabilities by little)
         shift = adapter_effect(before, after) if before is not None else None
+        check = _follows_trainer(trainer, fixed, scores_before, weights)
         summary = lab.evaluate_trained()
         part = _common(lab, rp, timer, started)
     finally:
@@ -138,6 +142,23 @@ def run_l71(profile: Profile, root: Path) -> dict:
     return {"lab": "L7.1", "backend": "trl", **part, "vllm_fraction": fraction, "base_holdout": holdout,
             "eval": _eval_fields(summary), "engine_output_shift": shift,
             "checks": {"engine_uses_trained_weights": check}}
+
+
+def _scores(trainer, fixed) -> tuple[list[float], list[float]] | None:
+    """(engine, trainer) log-probabilities of the fixed completions, or None without a colocated engine."""
+    if not fixed:
+        return None
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return engine_shift.engine_logprobs(trainer.vllm_generation.llm, fixed), engine_shift.trainer_logprobs(model, fixed)
+
+
+def _follows_trainer(trainer, fixed, before, weights: dict) -> dict:
+    """Pass/fail from the log-probability shift of fixed completions; the weight comparison as information."""
+    if before is None:  # no colocated engine (or no completion to fix): the weight check is all there is
+        return weights
+    after = _scores(trainer, fixed)
+    verdict = engine_shift.shift_verdict(before[0], after[0], before[1], after[1])
+    return {**verdict, "weights": weights}
 
 
 def _eval_fields(summary: dict) -> dict:

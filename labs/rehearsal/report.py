@@ -80,6 +80,9 @@ def render_es(report: dict) -> str:
     if device.get("driver"):
         versions = f"controlador {device['driver']}, " + versions
     lines += [f"Entorno: {versions}.", ""]
+    for part in report.get("parts", {}).values():
+        if part.get("profile_note_es"):  # L7.2 on rtx5090-base runs the instruct profile (labs.l72.profile_for_l72)
+            lines += [f"**{part.get('lab', '?')}**: {part['profile_note_es']}", ""]
     failure = report.get("failure")
     if failure:
         lines += ["## Qué falló", "", f"**{failure['kind']}**: {failure['message_es']}", "",

@@ -22,12 +22,22 @@ PROBE_PROMPTS = 4
 PROBE_TOKENS = 48
 
 
-def _probe(model, tokenizer, rows, lora_request=None):
+# Unsloth builds its vLLM engine with max_logprobs=0 (unsloth_zoo/vllm_utils.py, load_vllm) and vLLM refuses
+# any request above it; logprobs=0 still returns each sampled token's log-probability, so vLLM fills
+# cumulative_logprob (what labs.rehearsal.measure.adapter_effect compares).
+PROBE_LOGPROBS = 0
+
+
+def probe_params():
+    """Greedy decoding of the probe, asking no more log-probabilities than Unsloth's engine allows."""
     from vllm import SamplingParams
 
+    return SamplingParams(temperature=0.0, max_tokens=PROBE_TOKENS, logprobs=PROBE_LOGPROBS)
+
+
+def _probe(model, tokenizer, rows, lora_request=None):
     texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
-    params = SamplingParams(temperature=0.0, max_tokens=PROBE_TOKENS, logprobs=1)
-    return model.fast_generate(texts, sampling_params=params, use_tqdm=False, lora_request=lora_request)
+    return model.fast_generate(texts, sampling_params=probe_params(), use_tqdm=False, lora_request=lora_request)
 
 
 def run_l72_gpu(profile: Profile, root: Path) -> dict:
@@ -36,10 +46,13 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
     from labs.l72.gpu import check_unsloth_path, start_unsloth_run
     from labs.l72.lora import evaluate_unsloth, require_lora_request, save_adapter
     from labs.l72.standby import enable_standby_and_import_unsloth
-    from labs.l72.steps import LAB
+    from labs.l72.steps import LAB, profile_for_l72
     from labs.training import evaluation, recipe
     from rewards import reward_functions
 
+    profile, profile_note = profile_for_l72(profile)  # rtx5090-base: L7.2 runs on rtx5090, and says why
+    if profile_note:
+        print(f"[ensayo] {profile_note}")
     rp = budget.rehearsal_profile(profile).replace(backend="unsloth")
     started = time.perf_counter()
     reward_funcs = reward_functions()
@@ -73,7 +86,8 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
                "lora_path": str(getattr(lora_request, "lora_path", "") or adapter_dir),
                "how": "evaluate_unsloth('trained') con el lora_request del adaptador guardado"}
     return {
-        "lab": "L7.2", "backend": backend.name, "run_dir": str(run.root), "steps": steps,
+        "lab": "L7.2", "backend": backend.name, "profile_used": profile.name, "profile_note_es": profile_note,
+        "run_dir": str(run.root), "steps": steps,
         "step_seconds": timer.seconds, "completions_per_step": rp.generation_batch_size,
         "max_completion_length": rp.max_completion_length, "mean_completion_tokens": mean_completion_tokens(run),
         "memory": memory, "disk": disk, "checkpoints_removed_bytes": freed,
