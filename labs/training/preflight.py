@@ -14,6 +14,7 @@ import os
 from labs.core import distributed
 from labs.core.paths import GSM8K_DIR
 from labs.core.profiles import BUNDLED_MODEL, Profile
+from labs.training.knobs import check_knobs
 
 # Keywords TRL passes to every reward function besides the data-set columns.
 TRL_REWARD_KWARGS = {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"}
@@ -84,24 +85,13 @@ def check_sampling(profile: Profile) -> list[str]:
 def check_vllm(profile: Profile) -> list[str]:
     if not profile.use_vllm:
         return []
-    problems = []
-    fraction = profile.vllm_gpu_memory_utilization
-    if not 0.0 < fraction < 1.0:
-        problems.append(
-            f"vllm_gpu_memory_utilization={fraction}: es la fracción de la memoria (de la GPU, o de la "
-            "RAM con vLLM en CPU) que se reserva para vLLM y debe estar entre 0 y 1. En modo colocate el "
-            "entrenamiento necesita el resto: empieza por 0.3."
-        )
-    if profile.vllm_mode not in {"colocate", "server"}:
-        problems.append(f"vllm_mode='{profile.vllm_mode}': los modos válidos son 'colocate' y 'server'.")
+    problems = []  # the fraction's range and the mode's values are in labs.training.knobs
     if profile.vllm_mode == "server" and profile.use_cpu:
         problems.append(
             "vllm_mode='server' necesita GPUs CUDA: TRL pasa los pesos entrenados al servidor vLLM por NCCL "
             "(su motor de transferencia de pesos) y se niega a hacerlo desde la CPU. Sin GPU usa "
             "vllm_mode=colocate (o use_vllm=false)."
         )
-    if profile.vllm_mode == "server" and not 0 < profile.vllm_server_port < 65536:
-        problems.append(f"vllm_server_port={profile.vllm_server_port}: un puerto va de 1 a 65535 (TRL usa 8000).")
     return problems
 
 
@@ -111,8 +101,6 @@ def check_paths(profile: Profile) -> list[str]:
     looks_local = name.startswith((".", "/", "~"))
     if name != BUNDLED_MODEL and looks_local and not os.path.isdir(os.path.expanduser(name)):
         problems.append(f"El modelo '{name}' parece una ruta local pero esa carpeta no existe. Corrige la ruta.")
-    if profile.data_source not in {"bundled", "hub"}:
-        problems.append(f"data_source='{profile.data_source}': usa 'bundled' (data/gsm8k) o 'hub'.")
     for split in ("train", "test"):
         if not (GSM8K_DIR / f"{split}.jsonl").exists():
             problems.append(
@@ -228,10 +216,15 @@ def refuse_removed_keywords(keywords) -> None:
 
 
 def preflight(profile: Profile, reward_funcs=(), columns=(), keywords=()) -> None:
-    """Run every check; raise ``PreflightError`` listing all problems found."""
+    """Run every check; raise ``PreflightError`` listing all problems found.
+
+    The knobs' types and ranges come first and alone: the checks below do arithmetic on them.
+    """
+    problems = check_config_keywords(keywords) + check_knobs(profile)
+    if problems:
+        raise PreflightError(problems)
     problems = (
-        check_config_keywords(keywords)
-        + check_batch(profile)
+        check_batch(profile)
         + check_sampling(profile)
         + check_vllm(profile)
         + check_paths(profile)
