@@ -136,3 +136,14 @@ def test_the_command_line_refuses_before_any_model_loads(unfinished):
     assert out == {"code": 2, "loaded": []}, result.stderr[-3000:]
     assert "learning_rate: en run.json 1e-05, ahora 2e-05" in result.stderr
     assert unfinished["run"].path(rf.RUN_JSON).read_bytes() == unfinished["run_json"]
+
+
+def test_another_base_model_is_refused_and_a_moved_cache_is_not(unfinished):
+    run = unfinished["run"]
+    assert runrecord.check_base_model(run, "/otra/cache/primed/bundled-primed") is False
+    with pytest.raises(runrecord.RecipeChanged, match="modelo de partida: en run.json 'bundled-primed'"):
+        runrecord.check_base_model(run, "/cache/primed/otra-clave")
+    assert run.path(rf.RUN_JSON).read_bytes() == unfinished["run_json"]
+    assert runrecord.check_base_model(run, "/cache/primed/otra-clave", accept=True) is True
+    assert rf.read_json(run.path(rf.RUN_JSON))["changes"][0]["base_model"]["ahora"] == "/cache/primed/otra-clave"
+    assert runrecord.check_base_model(run, "/cache/primed/otra-clave") is False  # the accepted one is in force

@@ -129,7 +129,9 @@ class Lab:
             return self.base_model
         self.base_model, self.base_label = base_model_for(self.profile, self.start_model, self.splits)
         # run.json is written once, when the run starts; a resume was compared with it in __init__
-        if distributed.is_main_process() and not self.run.path(RUN_JSON).exists():
+        if self.resumed:
+            runrecord.check_base_model(self.run, self.base_model, self.accept_changes, distributed.is_main_process())
+        elif distributed.is_main_process():
             extra = {"base_label": self.base_label, "processes": distributed.world_size()}
             write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, extra)
         return self.base_model

@@ -165,3 +165,26 @@ def check_resume(run: RunFolder, now: dict | None = None, accept: bool = False, 
         record.setdefault(CHANGES, []).append(change)
         write_json(run.path(RUN_JSON), record)
     return diff
+
+
+def check_base_model(run: RunFolder, base_model: str, accept: bool = False, write: bool = True) -> bool:
+    """The model GRPO starts from must be the one the run started from (compared by its last path part:
+    a format pass's cache key, or a hub id's name, so a moved cache folder is not a change). True if it
+    differs and ``accept`` recorded it; ``RecipeChanged`` if it differs without ``accept``."""
+    from pathlib import PurePath
+
+    record = read_json(run.path(RUN_JSON))
+    recorded = record.get("base_model")
+    for change in record.get(CHANGES, []):
+        recorded = change.get("base_model", {}).get("ahora", recorded)
+    if recorded is None or PurePath(str(recorded)).name == PurePath(str(base_model)).name:
+        return False
+    line = f"modelo de partida: en run.json {recorded!r}, ahora {base_model!r}"
+    step = resume_step(run)
+    if not accept:
+        raise RecipeChanged([line], step)
+    if write:
+        record.setdefault(CHANGES, []).append({"step": step, "at": now_iso(), "lines_es": [line],
+                                               "base_model": {"antes": recorded, "ahora": base_model}})
+        write_json(run.path(RUN_JSON), record)
+    return True
