@@ -65,6 +65,10 @@ class Profile:
     # frees the disk they took (a full fine-tune's optimizer state is twice the model). True keeps them.
     keep_checkpoints: bool = False
     seed: int = 42
+    # A reward call that runs longer than this stops the run with the function's name (a runaway regular
+    # expression on a long completion is the usual cause) instead of freezing it in silence; the course's
+    # rewards take milliseconds for a whole step.
+    reward_timeout_s: float = 120.0
     # --- vLLM ---
     use_vllm: bool = True
     vllm_mode: str = "colocate"  # "server": generation on GPUs of its own (labs.training.launch)

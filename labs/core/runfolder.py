@@ -5,10 +5,15 @@ so a run can be understood and graded later without the model in memory::
 
     runs/<run_name>/
       run.json             what ran: lab, profile (every knob), reward functions and weights,
-                           the GRPOConfig values that matter, package versions, hardware
+                           the GRPOConfig values that matter, package versions, hardware; written
+                           once, when the run starts. A resume that accepted other settings
+                           (--accept-changes, labs.training.runrecord) appends to "changes":
+                           {"step", "at", "lines_es", "profile"/"grpo_config": {key: {"antes",
+                           "ahora"}}, "rewards": {"antes", "ahora"}}; the rest stays as it was
       status.json          state "running" | "finished" | "failed", the step reached, max_steps,
-                           and for a failure the kind ("oom", "nan", "disk", "interrupted", "error"),
-                           the exception text and a Spanish message that says what to change
+                           and for a failure the kind ("oom", "nan", "disk", "interrupted",
+                           "reward_timeout", "error"), the exception text and a Spanish message that
+                           says what to change; "reward_function" names a reward that hung
       metrics.jsonl        one JSON object per logged training step, TRL's keys verbatim
                            (reward, kl, completions/mean_length, rewards/<name>/mean, ...) plus "step"
       eval/base.jsonl      one line per holdout problem for the model before GRPO:
@@ -29,7 +34,9 @@ so a run can be understood and graded later without the model in memory::
                            process, and on a GPU the device memory in use, sampled while it ran
       model/               the trained weights or LoRA adapter (safetensors)
       checkpoints/         trainer checkpoints (checkpoint-<step>/) used to resume; removed when
-                           the run finishes unless the profile sets keep_checkpoints
+                           the run finishes unless the profile sets keep_checkpoints. A torn one is
+                           moved into checkpoints/_rotos/ at resume and kept there; a save in
+                           progress is written in checkpoints/.guardando/ (labs.training.checkpoints)
       completions/         TRL's per-step completion logs (parquet), when enabled
 
 Everything a reader (the grader) opens is JSON, JSONL, CSV, PNG, parquet or safetensors: nothing it

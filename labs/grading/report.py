@@ -100,6 +100,7 @@ def render_markdown(grade: RunGrade, figures: list[tuple[str, str]]) -> str:
     lines.append("")
     if grade.problems:
         lines += ["## Problemas con la entrega", ""] + [f"- {esc(p)}" for p in grade.problems] + [""]
+    lines += _recipe_changes(run)
     for c in grade.criteria:
         lines += [f"## Criterio {c.number}: {esc(c.title)} ({c.verdict})", ""]
         if c.threshold:
@@ -124,6 +125,24 @@ def render_markdown(grade: RunGrade, figures: list[tuple[str, str]]) -> str:
             lines.append(f"- `{esc(other.run_dir.name)}`: {esc(hack)}")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _recipe_changes(run: dict) -> list[str]:
+    """The changes a resume accepted (``run.json``'s ``changes``, labs.training.runrecord): the run did not
+    train with one recipe from its first step to its last, and the grader must read which part used which."""
+    changes = run.get("changes") if isinstance(run.get("changes"), list) else []
+    changes = [c for c in changes if isinstance(c, dict)]
+    if not changes:
+        return []
+    lines = ["## Cambios de receta durante la ejecución", "",
+             "Esta ejecución se reanudó con ajustes o funciones de recompensa distintos de los del principio "
+             "(aceptados con --accept-changes). `run.json` conserva la receta inicial; desde cada paso indicado "
+             "rige el cambio:", ""]
+    for change in changes:
+        texts = change.get("lines_es") if isinstance(change.get("lines_es"), list) else []
+        lines.append(f"- Desde el paso {esc(change.get('step', '?'))} ({esc(change.get('at', ''))}): "
+                     + "; ".join(esc(t) for t in texts))
+    return lines + [""]
 
 
 def _explanations(c: cr.Criterion) -> list[str]:

@@ -25,6 +25,11 @@ def main(argv=None) -> int:
         "escribe modulo:funcion o archivo.py:funcion",
     )
     parser.add_argument("--lab", default=LAB, help="etiqueta del laboratorio en run.json (L7.1, E1, E2, E3)")
+    parser.add_argument(
+        "--accept-changes", action="store_true",
+        help="continuar un run sin terminar con ajustes o funciones de recompensa distintos de los de su run.json; "
+        "el cambio queda apuntado en run.json con el paso desde el que rige",
+    )
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -38,7 +43,8 @@ def _run(args) -> int:
         overrides = overrides_from_cli(args.set, profile)
         names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
         path = run_lab(
-            profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab, **overrides
+            profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab,
+            accept_changes=args.accept_changes, **overrides,
         )
     except Exception as exc:  # noqa: BLE001 - report_failure re-raises what is not a known failure
         code = report_failure(exc, (ValueError, models.ModelNotAvailable),  # profile, pre-flight, data, rewards

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from labs.training import data as course_data
-from labs.training import console, evaluation, format_pass, models, preflight, recipe
+from labs.training import console, evaluation, format_pass, models, preflight, recipe, runrecord
 from labs.core import distributed, resources, runinfo
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
@@ -77,7 +77,8 @@ class Lab:
     run folder is the same.
     """
 
-    def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides):
+    def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB,
+                 accept_changes=False, **overrides):
         preflight.refuse_removed_keywords(overrides)
         console.quiet_third_party()  # once, before TRL and vLLM are imported
         profile = profile if isinstance(profile, Profile) else get_profile(profile)
@@ -93,6 +94,16 @@ class Lab:
         self.monitor: resources.ResourceMonitor | None = None
         # A finished run (from the terminal or an earlier session) is only read: no model, no training.
         self.read_only = self.run.is_finished()
+        # A resume trains with the recipe run.json recorded, or says what differs (before any model loads).
+        self.accept_changes = accept_changes
+        self.resumed = not self.read_only and self.run.path(RUN_JSON).exists()
+        if self.resumed:
+            runrecord.check_resume(self.run, self.recipe_now(), accept_changes, write=distributed.is_main_process())
+
+    def recipe_now(self) -> dict:
+        """What this start would train with, in the terms ``run.json`` records (labs.training.runrecord)."""
+        grpo = recipe.grpo_config_kwargs(self.profile, str(self.run.checkpoints))
+        return runrecord.recipe_of(self.profile, grpo, describe_reward_functions(self.reward_funcs, REWARD_NAMES))
 
     @property
     def finished(self) -> bool:
@@ -117,7 +128,10 @@ class Lab:
             self.base_label = info.get("base_label") or Path(self.base_model).name
             return self.base_model
         self.base_model, self.base_label = base_model_for(self.profile, self.start_model, self.splits)
-        if distributed.is_main_process():  # under accelerate, rank 0 alone writes the run folder
+        # run.json is written once, when the run starts; a resume was compared with it in __init__
+        if self.resumed:
+            runrecord.check_base_model(self.run, self.base_model, self.accept_changes, distributed.is_main_process())
+        elif distributed.is_main_process():
             extra = {"base_label": self.base_label, "processes": distributed.world_size()}
             write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, extra)
         return self.base_model
@@ -139,6 +153,10 @@ class Lab:
         """
         self.trainer = trainer
         self.generate = generator(trainer, self.profile)
+        if self.resumed:  # run.json stays as the run's start wrote it; the values used then must hold
+            runrecord.check_resume(self.run, accept=self.accept_changes, write=distributed.is_main_process(),
+                                   args=trainer.args)
+            return trainer
         changes = config_changes(recipe.grpo_config_kwargs(self.profile, str(self.run.checkpoints)), trainer.args)
         if changes and self.run.path(RUN_JSON).exists():
             record = read_json(self.run.path(RUN_JSON))
@@ -226,9 +244,13 @@ class Lab:
         return self.run.root
 
 
-def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides) -> Path:
-    """Run lab L7.1 (or a variant of it, for the exercises) and return the run folder."""
-    lab = Lab(profile, run_name, fresh, reward_names, lab, **overrides)
+def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, accept_changes=False,
+            **overrides) -> Path:
+    """Run lab L7.1 (or a variant of it, for the exercises) and return the run folder.
+
+    ``accept_changes``: resume an unfinished run with settings or reward code other than run.json's,
+    recording the change there (without it such a resume is refused before any model loads)."""
+    lab = Lab(profile, run_name, fresh, reward_names, lab, accept_changes, **overrides)
     try:
         return lab.run_all()
     finally:

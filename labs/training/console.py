@@ -80,22 +80,54 @@ def format_pass_line(step: int, max_steps: int, logs: dict, seconds_per_step: fl
     return f"[formato] paso {step}/{max_steps} · pérdida {_number(logs.get('loss'))} · {speed} · {left}"
 
 
-def step_line_callback(max_steps: int, echo=print, line=step_line):
-    """A TrainerCallback that prints ``line`` (default ``step_line``) for every logged training step."""
+def slow_note(step_seconds: float | None, history: list[float], times) -> str:
+    """' · paso lento ...' when this step took far longer than the steps before it, naming the slow phase."""
+    from labs.training.phases import slow_step
+
+    if times is None or step_seconds is None or not slow_step(step_seconds, history):
+        return ""
+    usual = sorted(history)[len(history) // 2]
+    return f" · paso lento ({step_seconds:.0f} s, lo normal ~{usual:.0f} s): sobre todo {times.slowest_es(step_seconds)}"
+
+
+def step_line_callback(max_steps: int, echo=print, line=step_line, times=None, watch=None, clock=time.monotonic):
+    """A TrainerCallback that prints ``line`` (default ``step_line``) for every logged training step.
+
+    With ``times`` (``labs.training.phases.PhaseTimes``) a step far longer than the ones before it says
+    which phase was slow; ``watch`` (``phases.SlowStepWatch``) is told when each step begins and ends.
+    """
     from transformers import TrainerCallback
 
     class StepLineCallback(TrainerCallback):
         def __init__(self):
-            self.clock = StepClock()
+            self.clock = StepClock(clock)
+            self.step_start: float | None = None
+            self.step_seconds: float | None = None
+            self.history: list[float] = []
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.clock.begin(state.global_step)
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.step_start = clock()
+            if watch is not None:
+                watch.step_begins(state.global_step + 1, max_steps)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.step_start is not None:
+                self.step_seconds = clock() - self.step_start
+                if watch is not None:
+                    watch.step_ends(self.step_seconds)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             per_step, left = self.clock.rates(state.global_step, max_steps)
-            echo(line(state.global_step, max_steps, logs, per_step, left))
+            note = slow_note(self.step_seconds, self.history, times)
+            echo(line(state.global_step, max_steps, logs, per_step, left) + note)
+            if self.step_seconds is not None:
+                self.history.append(self.step_seconds)
+                self.step_seconds = None
 
     return StepLineCallback()
 
@@ -103,14 +135,14 @@ def step_line_callback(max_steps: int, echo=print, line=step_line):
 RAW_PRINTERS = ("ProgressCallback", "PrinterCallback", "NotebookProgressCallback")
 
 
-def use_step_lines(trainer, max_steps: int, echo=print, line=step_line) -> None:
-    """Swap transformers' bar and raw dicts for one Spanish line per logged step."""
+def use_step_lines(trainer, max_steps: int, echo=print, line=step_line, times=None, watch=None) -> None:
+    """Swap transformers' bar and raw dicts for one Spanish line per logged step (see ``step_line_callback``)."""
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback).__name__ in RAW_PRINTERS:
             trainer.callback_handler.remove_callback(callback)
     if any(getattr(c, "course_step_lines", False) for c in trainer.callback_handler.callbacks):
         return  # already there: a repeated train() on the same trainer
-    callback = step_line_callback(max_steps, echo, line)
+    callback = step_line_callback(max_steps, echo, line, times, watch)
     callback.course_step_lines = True
     trainer.add_callback(callback)
 

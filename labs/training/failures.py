@@ -8,7 +8,7 @@ message that says what to change. ``labs.training.recipe`` records it when train
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from labs.core.profiles import Profile
 
@@ -19,8 +19,20 @@ class RunFailed(RuntimeError):
 
 @dataclass
 class Failure:
-    kind: str  # "oom" | "nan" | "disk" | "plugin" | "driver" | "hub" | "interrupted" | "error"
+    kind: str  # "oom" | "nan" | "disk" | "plugin" | "driver" | "hub" | "interrupted" | "reward_timeout" | "error"
     message_es: str
+    details: dict = field(default_factory=dict)  # extra status.json fields (e.g. the reward function's name)
+
+
+def reward_timeout(exc: BaseException):
+    """The ``labs.training.phases.RewardTimeout`` in ``exc``'s chain, if any (TRL may wrap it)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ == "RewardTimeout" and hasattr(exc, "function"):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def lower_lr_hint_es(profile: Profile) -> str:
@@ -61,6 +73,20 @@ def classify_failure(exc: BaseException, profile: Profile) -> Failure:
     for kind, phrases, message in STACK_FAILURES:
         if any(p in t for p in phrases for t in chain):
             return Failure(kind, message)
+    timeout = reward_timeout(exc)
+    if timeout is not None:
+        step = f" en el paso {timeout.step}" if timeout.step else ""
+        return Failure(
+            "reward_timeout",
+            f"La función de recompensa {timeout.function} tardó más de {timeout.limit:g} s en una llamada{step} "
+            "(reward_timeout_s del perfil) y paré el run en lugar de dejarlo colgado. Lo habitual es una expresión "
+            "regular que se dispara con una respuesta larga (cuantificadores anidados como (a+)+ o .*.*) o un bucle "
+            "que no termina: pruébala con una respuesta de max_completion_length tokens. El último checkpoint "
+            "guardado se conserva. Si la corriges, el run no continúa solo, porque su código ya no es el que "
+            "consta en run.json: relanza con --accept-changes (queda apuntado en run.json) o empieza otro con "
+            "--fresh. Si de verdad necesita más tiempo, sube reward_timeout_s (--set reward_timeout_s=...).",
+            {"reward_function": timeout.function, "reward_timeout_s": timeout.limit},
+        )
     if isinstance(exc, KeyboardInterrupt):
         return Failure(
             "interrupted",

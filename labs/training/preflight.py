@@ -8,12 +8,13 @@ waiting minutes for a model to load and then reading a stack trace.
 from __future__ import annotations
 
 import inspect
-import math
 import os
 
 from labs.core import distributed
 from labs.core.paths import GSM8K_DIR
 from labs.core.profiles import BUNDLED_MODEL, Profile
+from labs.training.knobs import check_knobs
+from labs.training.reward_outputs import reward_output_problem
 
 # Keywords TRL passes to every reward function besides the data-set columns.
 TRL_REWARD_KWARGS = {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"}
@@ -84,24 +85,13 @@ def check_sampling(profile: Profile) -> list[str]:
 def check_vllm(profile: Profile) -> list[str]:
     if not profile.use_vllm:
         return []
-    problems = []
-    fraction = profile.vllm_gpu_memory_utilization
-    if not 0.0 < fraction < 1.0:
-        problems.append(
-            f"vllm_gpu_memory_utilization={fraction}: es la fracción de la memoria (de la GPU, o de la "
-            "RAM con vLLM en CPU) que se reserva para vLLM y debe estar entre 0 y 1. En modo colocate el "
-            "entrenamiento necesita el resto: empieza por 0.3."
-        )
-    if profile.vllm_mode not in {"colocate", "server"}:
-        problems.append(f"vllm_mode='{profile.vllm_mode}': los modos válidos son 'colocate' y 'server'.")
+    problems = []  # the fraction's range and the mode's values are in labs.training.knobs
     if profile.vllm_mode == "server" and profile.use_cpu:
         problems.append(
             "vllm_mode='server' necesita GPUs CUDA: TRL pasa los pesos entrenados al servidor vLLM por NCCL "
             "(su motor de transferencia de pesos) y se niega a hacerlo desde la CPU. Sin GPU usa "
             "vllm_mode=colocate (o use_vllm=false)."
         )
-    if profile.vllm_mode == "server" and not 0 < profile.vllm_server_port < 65536:
-        problems.append(f"vllm_server_port={profile.vllm_server_port}: un puerto va de 1 a 65535 (TRL usa 8000).")
     return problems
 
 
@@ -111,8 +101,6 @@ def check_paths(profile: Profile) -> list[str]:
     looks_local = name.startswith((".", "/", "~"))
     if name != BUNDLED_MODEL and looks_local and not os.path.isdir(os.path.expanduser(name)):
         problems.append(f"El modelo '{name}' parece una ruta local pero esa carpeta no existe. Corrige la ruta.")
-    if profile.data_source not in {"bundled", "hub"}:
-        problems.append(f"data_source='{profile.data_source}': usa 'bundled' (data/gsm8k) o 'hub'.")
     for split in ("train", "test"):
         if not (GSM8K_DIR / f"{split}.jsonl").exists():
             problems.append(
@@ -149,8 +137,22 @@ def check_reward_functions(reward_funcs, columns) -> list[str]:
     return problems
 
 
-def _sample_batch(columns) -> dict:
-    """What TRL passes a reward function for one group: the example completions of ``rewards.examples``."""
+def trainer_state(profile: Profile | None = None):
+    """A real ``transformers.TrainerState`` as at the first step: what TRL passes as ``trainer_state``."""
+    from transformers import TrainerState
+
+    max_steps = profile.max_steps if profile is not None else 0
+    return TrainerState(global_step=0, max_steps=max_steps, epoch=0.0,
+                        logging_steps=profile.logging_steps if profile is not None else 1,
+                        save_steps=profile.save_steps if profile is not None else 500)
+
+
+def _sample_batch(columns, profile: Profile | None = None) -> dict:
+    """What TRL 1.16's ``GRPOTrainer._calculate_rewards`` passes a reward function (grpo_trainer.py
+    L1583-1594 and L1626-1628): prompts, completions and completion_ids, every data-set column but
+    ``prompt`` as a list aligned with the completions, ``trainer_state`` (the trainer's real
+    ``TrainerState``), ``log_extra(column, values)`` and ``log_metric(name, value)``; here on four example
+    completions of one problem (``rewards.examples``)."""
     from rewards.examples import EXAMPLES, GOLD, QUESTION
 
     picked = EXAMPLES[:4]
@@ -159,9 +161,9 @@ def _sample_batch(columns) -> dict:
         "prompts": [[{"role": "user", "content": QUESTION}]] * n,
         "completions": [[{"role": "assistant", "content": e.text}] for e in picked],
         "completion_ids": [[1, 2, 3]] * n,
-        "trainer_state": None,
-        "log_extra": lambda *args, **kwargs: None,
-        "log_metric": lambda *args, **kwargs: None,
+        "trainer_state": trainer_state(profile),
+        "log_extra": lambda column, values: None,
+        "log_metric": lambda name, value: None,
     }
     samples = {"answer": GOLD, "id": "gsm8k-train-00000"}
     for column in columns:
@@ -170,50 +172,59 @@ def _sample_batch(columns) -> dict:
     return batch
 
 
-def check_reward_calls(reward_funcs, columns) -> list[str]:
+def check_reward_calls(reward_funcs, columns, profile: Profile | None = None) -> list[str]:
     """Call each reward function once, as TRL will, on four example completions of one problem.
 
-    A function that raises, or returns something other than one number (or None) per completion, fails
-    here with its name, before minutes of model loading, instead of at the first training step with a
-    traceback. ``async`` functions are not called (TRL awaits them; their signature is still checked).
+    A function that raises, or returns what TRL cannot turn into one reward per completion
+    (``reward_output_problem``), fails here with its name, before minutes of model loading, instead of at
+    the first training step with a traceback. ``async`` functions are awaited, as TRL does.
     """
     problems = []
     for func in reward_funcs:
         name = getattr(func, "__name__", repr(func))
-        if inspect.iscoroutinefunction(func):
-            continue
-        batch = _sample_batch(columns)
+        batch = _sample_batch(columns, profile)
         n = len(batch["completions"])
         try:
             values = func(**batch)
+            if inspect.isawaitable(values):
+                values = _run_coroutine(values)
         except Exception as exc:
             problems.append(
                 f"La función de recompensa {name} lanzó {type(exc).__name__}: {exc} al probarla con {n} respuestas de "
                 "ejemplo (como las llama TRL: completions es una lista de listas de mensajes "
-                '[{"role": "assistant", "content": ...}], y answer una lista de textos). Una recompensa no debe lanzar: '
-                "devuelve 0.0 para la respuesta que no sepas puntuar."
+                '[{"role": "assistant", "content": ...}], answer una lista de textos y trainer_state el estado del '
+                "trainer, con global_step). Una recompensa no debe lanzar: devuelve 0.0 para la respuesta que no "
+                "sepas puntuar."
             )
             continue
-        if not isinstance(values, (list, tuple)):
-            problems.append(
-                f"La función de recompensa {name} devolvió {type(values).__name__}; debe devolver una lista con un "
-                f"número por respuesta ({n} en la prueba)."
-            )
-            continue
-        if len(values) != n:
-            problems.append(
-                f"La función de recompensa {name} devolvió {len(values)} valor{'' if len(values) == 1 else 'es'} para {n} "
-                "respuestas: debe devolver "
-                "exactamente uno por respuesta, en el mismo orden."
-            )
-            continue
-        bad = [v for v in values if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))]
-        if bad:
-            problems.append(
-                f"La función de recompensa {name} devolvió valores que no son números finitos ({bad[0]!r}): cada "
-                "valor debe ser un float (o None para no puntuar esa respuesta)."
-            )
+        text = reward_output_problem(name, values, n)
+        if text:
+            problems.append(text)
     return problems
+
+
+def _run_coroutine(awaitable):
+    """Await ``awaitable`` on a loop of its own in a thread (a notebook's kernel already runs a loop here)."""
+    import asyncio
+    import threading
+
+    result = {}
+
+    async def wait():
+        return await awaitable
+
+    def run():
+        try:
+            result["value"] = asyncio.run(wait())
+        except BaseException as exc:  # re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 def check_config_keywords(keywords) -> list[str]:
@@ -228,10 +239,15 @@ def refuse_removed_keywords(keywords) -> None:
 
 
 def preflight(profile: Profile, reward_funcs=(), columns=(), keywords=()) -> None:
-    """Run every check; raise ``PreflightError`` listing all problems found."""
+    """Run every check; raise ``PreflightError`` listing all problems found.
+
+    The knobs' types and ranges come first and alone: the checks below do arithmetic on them.
+    """
+    problems = check_config_keywords(keywords) + check_knobs(profile)
+    if problems:
+        raise PreflightError(problems)
     problems = (
-        check_config_keywords(keywords)
-        + check_batch(profile)
+        check_batch(profile)
         + check_sampling(profile)
         + check_vllm(profile)
         + check_paths(profile)
@@ -239,6 +255,6 @@ def preflight(profile: Profile, reward_funcs=(), columns=(), keywords=()) -> Non
     )
     # Only functions whose signature is right are called: a wrong one would only fail again as a TypeError.
     callable_ok = [f for f in reward_funcs or () if not check_reward_functions([f], columns)]
-    problems += check_reward_calls(callable_ok, columns)
+    problems += check_reward_calls(callable_ok, columns, profile)
     if problems:
         raise PreflightError(problems)

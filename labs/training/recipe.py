@@ -18,13 +18,13 @@ import math
 import os
 import signal
 import threading
-import time
 import traceback
 
 from labs.core import distributed
 from labs.core.profiles import Profile
 from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
 from labs.core.spanish import plural
+from labs.training import checkpoints, phases
 from labs.training.failures import (  # re-exported: the labs' command lines catch RunFailed here
     Failure,
     NonFiniteLoss,
@@ -108,25 +108,32 @@ def run_folder_callbacks(run: RunFolder) -> list:
     """The callbacks that keep ``run``'s bookkeeping: pass them as ``GRPOTrainer(callbacks=...)``.
 
     One ``RunFolderCallback``: it appends each logged step to ``metrics.jsonl`` (with the seconds spent
-    generating, once ``recorded_training`` times the generation), keeps ``status.json`` at the step
-    reached, and stops the run on a non-finite loss or gradient norm.
+    generating and in each reward function, once ``recorded_training`` times them), keeps ``status.json``
+    at the step reached, and stops the run on a non-finite loss or gradient norm.
     """
     from transformers import TrainerCallback
+
+    from labs.training.phases import PhaseTimes
 
     class RunFolderCallback(TrainerCallback):
         """Append each training log to metrics.jsonl and keep status.json at the step reached."""
 
         def __init__(self):
             self.run = run
-            self.timer: dict = {}
+            self.times = PhaseTimes()  # filled by the wrappers recorded_training installs
+            self.timed = False
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.times.reset()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             record = {"step": int(state.global_step), **{k: _plain(v) for k, v in logs.items()}}
-            if self.timer.get("generation_seconds") is not None:
-                record["course/generation_seconds"] = round(self.timer["generation_seconds"], 4)
-                self.timer["generation_seconds"] = 0.0
+            if self.timed:
+                record["course/generation_seconds"] = round(self.times.generation, 4)
+                for name, seconds in self.times.rewards.items():
+                    record[f"course/reward_seconds/{name}"] = round(seconds, 4)
             from labs.core.runfolder import append_jsonl
 
             # Under accelerate every process logs the same (already averaged) values; one writes them.
@@ -157,24 +164,6 @@ def _plain(value):
         return float(value) if not isinstance(value, (str, bool, int)) else value
     except (TypeError, ValueError):
         return str(value)
-
-
-def _time_generation(trainer, timer: dict) -> None:
-    """Wrap the trainer's generation call to log how much of each step is generation (once per trainer)."""
-    if getattr(trainer._generate, "_course_timed", False):
-        return
-    original = trainer._generate
-    timer["generation_seconds"] = 0.0
-
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            timer["generation_seconds"] += time.perf_counter() - start
-
-    timed._course_timed = True
-    trainer._generate = timed
 
 
 def trim_metrics_after(run: RunFolder, step: int) -> int:
@@ -257,11 +246,29 @@ def stop_signals_raise_keyboard_interrupt():
 
 
 def resume_point(run: RunFolder) -> str | None:
-    """The newest complete checkpoint to resume from (None: start), dropping metrics logged after it."""
-    checkpoint = run.last_checkpoint()
+    """The newest checkpoint whose files are whole (None: start), dropping metrics logged after it.
+
+    A newer checkpoint that a crash or a full disk left torn (``labs.training.checkpoints.problem``) is
+    said, moved into ``checkpoints/_rotos/`` and skipped; a save killed half-way is dropped.
+    """
+    checkpoint, torn = checkpoints.newest_usable(run.checkpoints)
+    main = distributed.is_main_process()  # under accelerate, only rank 0 writes the run folder
+    distributed.wait_for_everyone()  # every rank has chosen before rank 0 moves anything
+    if main:
+        if checkpoints.remove_staging(run.checkpoints):
+            print("[run] Quito un guardado de checkpoint que quedó a medias (no llegó a ser checkpoint).")
+        for folder, why in torn:
+            moved = checkpoints.set_aside(folder)
+            print(f"[run] {folder.name} está roto ({why}): no lo uso y lo aparto en "
+                  f"{moved.relative_to(run.root)} para que puedas mirarlo (bórralo cuando quieras).")
+    distributed.wait_for_everyone()
     if checkpoint is None:
+        if main and torn:
+            dropped = trim_metrics_after(run, 0)
+            print(f"[run] No queda ningún checkpoint completo: empiezo desde el paso 0 "
+                  f"({plural(dropped, 'paso registrado se repetirá', 'pasos registrados se repetirán')}).")
         return None
-    if distributed.is_main_process():  # under accelerate, only rank 0 writes the run folder
+    if main:
         dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
         again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
         print(f"[run] Continúo desde {checkpoint.name} ({again}).")
@@ -282,14 +289,22 @@ def recorded_training(trainer, profile: Profile, run: RunFolder, resume_from: st
 
     main = distributed.is_main_process()
     max_steps = trainer.args.max_steps
-    _time_generation(trainer, _run_folder_callback(trainer, run).timer)
+    callback = _run_folder_callback(trainer, run)
+    phases.time_generation(trainer, callback.times)
+    phases.time_rewards(trainer, callback.times, profile.reward_timeout_s)  # a hung reward stops the run
+    callback.timed = True
+    checkpoints.save_atomically(trainer)  # a kill during a save leaves the previous checkpoint newest
+    watch = None
     if main:
-        console.use_step_lines(trainer, max_steps)  # one Spanish line per step, not TRL's dicts
+        watch = phases.SlowStepWatch(callback.times).start()  # says what a far-too-long step is stuck in
+        console.use_step_lines(trainer, max_steps, times=callback.times, watch=watch)  # not TRL's dicts
         run.write_status(STATE_RUNNING, checkpoint_step(resume_from) if resume_from else 0, max_steps)
     try:
         with stop_signals_raise_keyboard_interrupt():
             yield
     except BaseException as exc:
+        if watch is not None:
+            watch.stop()
         failure = classify_failure(exc, profile)
         if not main:
             raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
@@ -301,9 +316,12 @@ def recorded_training(trainer, profile: Profile, run: RunFolder, resume_from: st
             message_es=failure.message_es,
             error=f"{type(exc).__name__}: {exc}"[:2000],
             traceback=traceback.format_exc()[-8000:],
+            **failure.details,
         )
         raise RunFailed(f"[{failure.kind}] paso {trainer.state.global_step}: {failure.message_es}") from exc
     # "finished" is written by the lab once evaluation and report are done too.
+    if watch is not None:
+        watch.stop()
     if main:
         run.write_status(STATE_RUNNING, trainer.state.global_step, max_steps, phase="trained")
 
