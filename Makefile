@@ -33,7 +33,11 @@ NOTEBOOKS := $(wildcard notebooks/00_*.ipynb) $(wildcard notebooks/L6_*.ipynb) \
 	$(wildcard notebooks/E1_*.ipynb) $(wildcard notebooks/E2_*.ipynb) $(wildcard notebooks/E3_*.ipynb) \
 	$(wildcard notebooks/E4_*.ipynb) $(wildcard notebooks/C2b_*.ipynb)
 
-.PHONY: all lab test setup clean-venv list-notebooks
+# The inner loop: every test that trains no model and executes no notebook (markers `trains` and `notebook`,
+# see tests/conftest.py), in under 3 minutes. CI runs `make test`.
+CHECK_MARKERS := not trains and not notebook
+
+.PHONY: all lab test check setup clean-venv list-notebooks
 
 all: lab
 
@@ -52,6 +56,9 @@ test: $(STAMP)
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests $(NOTEBOOKS) $(PYTEST_ARGS)
 endif
+
+check: $(STAMP)
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 -m "$(CHECK_MARKERS)" tests $(PYTEST_ARGS)
 
 setup: $(STAMP)
 

@@ -41,7 +41,7 @@ def _guard_lines() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _fails_if_it_trains_unmarked(request):
-    if request.node.get_closest_marker("trains"):
+    if request.node.get_closest_marker("trains") or request.node.get_closest_marker("notebook"):
         yield
         return
     before = len(_guard_lines())

@@ -24,7 +24,7 @@ from safetensors import safe_open
 
 from labs.core import runfolder
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.trains
 RUN_NAME = "test-l71-resume"
 STEPS, SAVE = 2, 1
 STUDENT_FILE = Path(__file__).resolve().parent / "data" / "recompensa_alumno.py"

@@ -22,7 +22,7 @@ import pytest
 
 from labs.core import runfolder
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.trains
 ROOT = Path(__file__).resolve().parent.parent
 RUN_NAME = "test-two-processes"
 LAB_ARGS = ["--profile", "ci", "--run-name", RUN_NAME, "--set", "max_steps=2", "--set", "save_steps=1",

@@ -202,7 +202,7 @@ def test_page_lists_checks_failures_and_what_was_not_checked():
 # --- the real thing on the ci profile ----------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 def test_ci_rehearsal_end_to_end(tmp_path):
     root = tmp_path / "rehearsal"
     env = {**os.environ, "COURSE_PROFILE": "ci"}

@@ -61,16 +61,18 @@ def install() -> None:
         sys.meta_path.insert(0, _AfterOptimizerImport())
 
 
-def _chain_to_the_real_sitecustomize() -> None:
-    """This file shadows any other ``sitecustomize`` on the path; run that one too."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+def _chain_to_the_real_sitecustomize(guard_dirs: list[str]) -> None:
+    """This file shadows any other ``sitecustomize`` on the path; run that one too (skipping other copies of
+    this guard, which a test of the guard puts on the path beside this one)."""
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) not in guard_dirs]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is not None and spec.loader is not None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 if __name__ == "sitecustomize":  # imported by Python at start-up, not loaded by the conftest
-    if os.environ.get(GUARD_ENV):
+    _dirs = sys.__dict__.setdefault("_course_training_guard_dirs", [])
+    if not _dirs and os.environ.get(GUARD_ENV):
         install()
-    _chain_to_the_real_sitecustomize()
+    _dirs.append(os.path.dirname(os.path.abspath(__file__)))
+    _chain_to_the_real_sitecustomize(_dirs)
