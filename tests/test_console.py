@@ -84,7 +84,9 @@ NOISE_SCRIPT = textwrap.dedent(
         console.quiet_third_party()
         console.quiet_third_party()  # a second call says nothing
         console.quiet_numa_binding()
-    import torch, vllm._C
+    import torch
+    from vllm.platforms import current_platform
+    current_platform.import_kernels()  # the _C build this CPU runs (vllm._C needs AVX512-BF16)
     torch.ops._C.init_cpu_memory_env([0])  # vLLM's CPU engine binds its memory: a C++ note on stderr
     logging.getLogger("torch._library.triton").warning("Triton not available, find_triton_kernels = []")
     import trl

@@ -194,7 +194,11 @@ def quiet_numa_binding() -> bool:
     import tempfile
 
     import torch
-    import vllm._C  # noqa: F401  registers torch.ops._C.*
+    from vllm.platforms import current_platform
+
+    # Registers torch.ops._C.* from the build this CPU runs (vllm._C needs AVX512-BF16; otherwise vLLM loads
+    # _C_AVX512 or _C_AVX2 under the same op namespace, and importing vllm._C beside it aborts the process).
+    current_platform.import_kernels()
 
     original = torch.ops._C.init_cpu_memory_env
     if getattr(original, "_course_quiet", False):
