@@ -1,4 +1,4 @@
-"""Tests that train must say so: a test not marked ``trains`` fails if it, or a process it starts, steps an
+"""Tests that train must say so: a test not marked ``trains`` fails if it, a fixture it uses, or a process it starts, steps an
 optimizer (tests/training_guard/sitecustomize.py notes every such process in one file of the session).
 
 The marks make the split declarative: ``make check`` runs ``-m "not trains and not notebook"``, so a test
@@ -24,6 +24,7 @@ def _load_guard():
 
 
 guard = _load_guard()
+_LINES_BEFORE = pytest.StashKey[int]()
 
 
 @pytest.hookimpl(trylast=True)  # after conftest.py at the root has made the session's temporary folder
@@ -39,15 +40,26 @@ def _guard_lines() -> list[str]:
     return Path(os.environ[guard.GUARD_ENV]).read_text(encoding="utf-8").splitlines()
 
 
-@pytest.fixture(autouse=True)
-def _fails_if_it_trains_unmarked(request):
-    if request.node.get_closest_marker("trains") or request.node.get_closest_marker("notebook"):
-        yield
-        return
-    before = len(_guard_lines())
+def _may_train(item) -> bool:
+    return bool(item.get_closest_marker("trains") or item.get_closest_marker("notebook"))
+
+
+# Hooks, not a fixture: a module-scoped fixture that trains runs in the setup of its first test, before any
+# function-scoped fixture could take the count.
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
     guard._noted = False  # the pytest process notes again for every test
-    yield
-    new = _guard_lines()[before:]
-    if new:
-        pytest.fail("This test trains a model (an optimizer stepped) but is not marked `trains`: add "
-                    "@pytest.mark.trains and say in its docstring what it alone checks.\n" + "\n".join(new))
+    item.stash[_LINES_BEFORE] = len(_guard_lines())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "teardown" and not _may_train(item) and _LINES_BEFORE in item.stash:
+        new = _guard_lines()[item.stash[_LINES_BEFORE]:]
+        if new and report.outcome != "failed":
+            report.outcome = "failed"
+            report.longrepr = ("This test trains a model (an optimizer over a model stepped) but is not marked "
+                               "`trains`: add @pytest.mark.trains and say in its docstring what it alone checks.\n"
+                               + "\n".join(new))
+    return report

@@ -1,5 +1,6 @@
 """The guard of tests/conftest.py: a test that steps an optimizer, in its own process or in one it starts,
-fails unless it is marked ``trains``; a marked one, and one that only builds a model, pass."""
+fails unless it is marked ``trains`` (also when a module-scoped fixture did the training); a marked one,
+one that only builds a model, and one that steps a toy of a few parameters pass."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ import subprocess, sys
 import pytest
 import torch
 
-STEP = "import torch; m = torch.nn.Linear(2, 1); o = torch.optim.SGD(m.parameters(), lr=0.1); m(torch.ones(2)).sum().backward(); o.step()"
+STEP = "import torch; m = torch.nn.Linear(512, 256); o = torch.optim.SGD(m.parameters(), lr=0.1); m(torch.ones(512)).sum().backward(); o.step()"
+
+
+@pytest.fixture(scope="module")
+def trained_in_a_module_fixture():
+    exec(STEP)
 
 
 def test_steps_in_process_unmarked():
@@ -32,10 +38,18 @@ def test_steps_marked():
     exec(STEP)
 
 
-def test_builds_without_stepping():
-    m = torch.nn.Linear(2, 1)
+def test_steps_in_a_module_fixture_unmarked(trained_in_a_module_fixture):
+    pass
+
+
+def test_builds_without_stepping_and_steps_a_toy():
+    m = torch.nn.Linear(512, 256)
     torch.optim.SGD(m.parameters(), lr=0.1)
-    m(torch.ones(2)).sum().backward()
+    m(torch.ones(512)).sum().backward()
+    theta = torch.zeros(4, requires_grad=True)  # the L6 bandit's size: a few logits, not a model
+    step = torch.optim.SGD([theta], lr=0.1)
+    theta.sum().backward()
+    step.step()
 '''
 
 
@@ -50,8 +64,9 @@ def test_an_unmarked_test_that_trains_fails(tmp_path):
                              str(tmp_path / "tmp"), "test_cases.py"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
     out = result.stdout
-    assert "4 passed, 2 errors" in out and "sitecustomize" not in result.stderr + out, out[-4000:]
-    assert "PASSED test_cases.py::test_steps_marked" in out and "PASSED test_cases.py::test_builds_without_stepping" in out
-    for name in ("test_steps_in_process_unmarked", "test_steps_in_a_child_unmarked"):  # failed at teardown
+    assert "5 passed, 3 errors" in out and "sitecustomize" not in result.stderr + out, out[-4000:]
+    assert "PASSED test_cases.py::test_steps_marked" in out and "PASSED test_cases.py::test_builds_without_stepping_and_steps_a_toy" in out
+    for name in ("test_steps_in_process_unmarked", "test_steps_in_a_child_unmarked",
+                 "test_steps_in_a_module_fixture_unmarked"):  # failed at teardown
         assert f"ERROR test_cases.py::{name}" in out, out[-4000:]
-    assert out.count("is not marked `trains`") >= 2 and "SGD: " in out
+    assert out.count("is not marked `trains`") >= 3 and "SGD: " in out

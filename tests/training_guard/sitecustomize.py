@@ -3,8 +3,10 @@
 tests/conftest.py puts this folder first on ``PYTHONPATH``, so Python imports this file at start-up in every
 process a test starts (``python -m labs l71 ...``, ``accelerate launch``, a helper script), and loads it
 into the pytest process itself. When ``torch.optim.optimizer`` is imported, a global step pre-hook is
-registered; the first step of an optimizer appends one line to the file named by
-``COURSE_TRAINING_GUARD``. The conftest fails a test not marked ``trains`` that made the file grow.
+registered; the first step of an optimizer over a model (at least ``MIN_PARAMETERS`` parameters: the L6
+toy bandit's few logits are not a model, the smallest the suite trains has 135 million) appends one line to
+the file named by ``COURSE_TRAINING_GUARD``. The conftest fails a test not marked ``trains`` that made the
+file grow.
 
 Nothing else changes: no import of torch here (a process that never imports it pays nothing), no output,
 and the hook returns None, so the step runs as it would have.
@@ -20,6 +22,7 @@ import sys
 
 GUARD_ENV = "COURSE_TRAINING_GUARD"
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
+MIN_PARAMETERS = 100_000
 _noted = False
 
 
@@ -27,6 +30,8 @@ def _note_step(optimizer, args, kwargs):
     global _noted
     path = os.environ.get(GUARD_ENV)
     if _noted or not path:
+        return None
+    if sum(p.numel() for group in optimizer.param_groups for p in group["params"]) < MIN_PARAMETERS:
         return None
     _noted = True  # one line per process is enough to tell that it trained
     with open(path, "a", encoding="utf-8") as fh:
