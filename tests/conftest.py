@@ -1,5 +1,6 @@
-"""Tests that train must say so: a test not marked ``trains`` fails if it, a fixture it uses, or a process it starts, steps an
-optimizer (tests/training_guard/sitecustomize.py notes every such process in one file of the session).
+"""Tests that train must say so: a test not marked ``trains`` fails if it, a fixture it uses, or a process it
+starts steps an optimizer over a model (tests/training_guard/sitecustomize.py notes every such process in one
+file of the session).
 
 The marks make the split declarative: ``make check`` runs ``-m "not trains and not notebook"``, so a test
 that trains without the mark would slip into the inner loop and make it slow; here it fails instead.
