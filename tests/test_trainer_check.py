@@ -1,4 +1,8 @@
-"""labs.l6.trainer_check: one real GRPOTrainer step; its advantages must equal labs.l6.advantage."""
+"""labs.l6.trainer_check: one real GRPOTrainer step; its advantages must equal labs.l6.advantage.
+
+The tests marked ``trains`` are the only check of TRL's own advantages (group and batch scaling) against
+the lesson's formula.
+"""
 
 import numpy as np
 import pytest
