@@ -34,7 +34,11 @@ NOTEBOOKS := $(wildcard sources/00_*.ipynb) $(wildcard sources/L6_*.ipynb) \
 	$(wildcard sources/E1_*.ipynb) $(wildcard sources/E2_*.ipynb) $(wildcard sources/E3_*.ipynb) \
 	$(wildcard sources/E4_*.ipynb) $(wildcard sources/C2b_*.ipynb)
 
-.PHONY: all lab test setup clean-venv list-notebooks notebooks
+# The inner loop: every test that trains no model and executes no notebook (markers `trains` and `notebook`,
+# see tests/conftest.py), in under 3 minutes. CI runs `make test`.
+CHECK_MARKERS := not trains and not notebook
+
+.PHONY: all lab test check setup clean-venv list-notebooks notebooks
 
 all: lab
 
@@ -53,6 +57,9 @@ test: $(STAMP)
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests $(NOTEBOOKS) $(PYTEST_ARGS)
 endif
+
+check: $(STAMP)
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 -m "$(CHECK_MARKERS)" tests $(PYTEST_ARGS)
 
 setup: $(STAMP)
 

@@ -8,8 +8,10 @@ or the code it calls::
 
     flock /tmp/course-heavy.lock .venv/bin/python tests/store_checked_outputs.py sources/L6_*.ipynb
 
-The environment is the one ``make test`` gives the notebooks (``TEST_ENV`` in the Makefile), so the stored
-outputs are what CI prints. A checked cell that writes to stderr or shows an image is refused: warnings
+The environment is the one ``make test`` gives the notebooks (``TEST_ENV`` in the Makefile, and a run area
+of its own, as conftest.py gives the test session: the notebooks named together share one temporary
+``COURSE_RUNS``, removed at the end, so a run in the working tree's ``runs/`` never changes what is stored),
+so the stored outputs are what CI prints. A checked cell that writes to stderr or shows an image is refused: warnings
 and figures are not stable enough to compare.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,5 +60,7 @@ def store(path: Path, timeout: int = 1800) -> float:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:]:
-        print(f"{name}: executed in {store(Path(name)):.0f} s, checked outputs stored")
+    with tempfile.TemporaryDirectory(prefix="course-runs-") as runs:
+        os.environ["COURSE_RUNS"] = runs
+        for name in sys.argv[1:]:
+            print(f"{name}: executed in {store(Path(name)):.0f} s, checked outputs stored")

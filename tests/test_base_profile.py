@@ -121,11 +121,11 @@ def test_turn_end_token_is_the_chat_templates(tmp_path):
     assert base_like.eos_token == "<|endoftext|>" and format_pass.turn_end_token(base_like) == "<|im_end|>"
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 @pytest.mark.parametrize("use_lora", [True, False])
 def test_format_pass_saves_a_plain_checkpoint_that_stops_at_the_turn_end(tmp_path, monkeypatch, use_lora):
     """The GPU path of the pass (LoRA, merge, end-of-turn token) run on CPU with a base-like tokenizer, and the
-    full fine-tune of the CPU profiles."""
+    full fine-tune of the CPU profiles. The only test of the format pass on a base model's tokenizer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 

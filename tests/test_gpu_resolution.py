@@ -21,6 +21,8 @@ The resolution uses only PyPI (pip configuration is switched off, as on a studen
 and is skipped, with the reason, when the index cannot be reached. It downloads metadata for about 230
 distributions: 163 s on the 2-core build machine (December 2026), so the two tests that need it are
 marked ``slow``; the helpers' unit tests and the offline check of the file run in well under a second.
+The report is kept for a week in the course cache under the hash of the file and of the resolution's
+options (tests/resolution_cache.py): the file unchanged, a later session reads it instead of resolving.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ import time
 from pathlib import Path
 
 import pytest
+from resolution_cache import ReportCache, resolution_key
+
+from labs.core.paths import cache_dir
 
 try:
     from packaging.requirements import Requirement
@@ -452,9 +457,20 @@ def _target_python() -> str:
     pytest.skip("no Python with pip to run the resolution")
 
 
+def report_cache(requirements: Path) -> ReportCache:
+    """Keyed by the file's text and the resolution's options (the command with placeholder paths)."""
+    options = resolution_command("python", Path("requirements"), Path("report"), Path("target"))
+    return ReportCache(cache_dir() / "gpu-resolution", resolution_key(requirements.read_text(), options))
+
+
 @pytest.fixture(scope="module")
 def gpu_report(tmp_path_factory):
     requirements = find_requirements()
+    cache = report_cache(requirements)
+    cached = cache.load()
+    if cached is not None:
+        print(f"reused the resolution of {requirements} from {cache.age_s() / 3600:.1f} h ago ({cache.path})")
+        return cached
     unreachable = index_reachable()
     if unreachable:
         pytest.skip(f"package index unreachable, cannot resolve requirements-gpu.txt ({unreachable})")
@@ -481,7 +497,9 @@ def gpu_report(tmp_path_factory):
             pytest.skip("package index stopped answering: " + NETWORK_ERROR_PATTERNS.search(output).group(0))
         pytest.fail(f"requirements-gpu.txt does not resolve:\n{output[-3000:]}")
     print(f"resolved {requirements} in {time.monotonic() - started:.0f} s")
-    return json.loads(report_path.read_text())
+    report = json.loads(report_path.read_text())
+    cache.store(report)
+    return report
 
 
 @pytest.mark.slow

@@ -8,6 +8,9 @@ The run trains with the lesson's three rewards plus a student's own function fro
 (``--rewards ...,tests/data/recompensa_alumno.py:razonamiento_con_cuentas``, as exercise E4 does), so the
 same run also checks the student-reward path end to end: the function trains, run.json records its
 source, and the C2b grader counts it as the student's own, beside an E2-style comparison run.
+
+Trains (marked ``trains``). What only this module checks: Ctrl+C and resume of ``python -m labs l71`` in a
+terminal, wandb offline in the run folder, and a student's reward file in a real run.
 """
 
 import hashlib
@@ -24,7 +27,7 @@ from safetensors import safe_open
 
 from labs.core import runfolder
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.trains
 RUN_NAME = "test-l71-resume"
 STEPS, SAVE = 2, 1
 STUDENT_FILE = Path(__file__).resolve().parent / "data" / "recompensa_alumno.py"

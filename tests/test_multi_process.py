@@ -8,6 +8,9 @@ their gradients), only rank 0 writes the run folder.
 Generation uses transformers, not vLLM: on the CPU build, TRL's colocate mode would start one vLLM engine
 per process, each reserving its share of the machine's RAM (see labs/training/launch.py and the notebook
 L7.3 for what runs where). Budgets are the smallest that still run every step: 2 steps, 32 new tokens.
+
+Trains (marked ``trains``). What only this module checks: two processes under one launch (DDP, rank 0
+writes), and the format pass under a launcher's variables.
 """
 
 import json
@@ -22,7 +25,7 @@ import pytest
 
 from labs.core import runfolder
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.trains
 ROOT = Path(__file__).resolve().parent.parent
 RUN_NAME = "test-two-processes"
 LAB_ARGS = ["--profile", "ci", "--run-name", RUN_NAME, "--set", "max_steps=2", "--set", "save_steps=1",

@@ -151,7 +151,7 @@ def _cheap_copy(tmp_path: Path, name: str, alter: bool) -> Path:
     return path
 
 
-@pytest.mark.slow
+@pytest.mark.notebook
 def test_an_altered_checked_number_fails_nbval_with_a_diff(tmp_path):
     altered = _cheap_copy(tmp_path, "alterado.ipynb", alter=True)
     intact = _cheap_copy(tmp_path, "intacto.ipynb", alter=False)

@@ -263,8 +263,9 @@ def test_page_lists_checks_failures_and_what_was_not_checked():
 # --- the real thing on the ci profile ----------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 def test_ci_rehearsal_end_to_end(tmp_path):
+    """The only run of ``python -m labs rehearse``: its two child parts, its record and its page."""
     root = tmp_path / "rehearsal"
     env = {**os.environ, "COURSE_PROFILE": "ci"}
     started = time.perf_counter()

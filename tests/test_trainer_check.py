@@ -1,4 +1,8 @@
-"""labs.l6.trainer_check: one real GRPOTrainer step; its advantages must equal labs.l6.advantage."""
+"""labs.l6.trainer_check: one real GRPOTrainer step; its advantages must equal labs.l6.advantage.
+
+The tests marked ``trains`` are the only check of TRL's own advantages (group and batch scaling) against
+the lesson's formula.
+"""
 
 import numpy as np
 import pytest
@@ -53,7 +57,7 @@ def report(tmp_path_factory):
     return run_trainer_check(output_dir=str(tmp_path_factory.mktemp("check")))
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 def test_trainer_advantages_equal_labs_advantage(report):
     assert report["max_diff"] < TOLERANCE, format_report(report)
     assert len(report["rows"]) == 4 * len(DEFAULT_PATTERNS)
@@ -61,14 +65,14 @@ def test_trainer_advantages_equal_labs_advantage(report):
     assert "advantage" in report["columns"] and {"format_reward", "correctness_reward"} <= set(report["columns"])
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 def test_the_check_can_tell_the_rules_apart(report):
     # Negative controls: the population std and a missing 1e-4 both miss by far more than the tolerance.
     assert report["max_diff_population"] > 1e-2
     assert report["max_diff_no_eps"] > 10 * TOLERANCE
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 def test_trainer_saw_the_rewards_we_defined(report):
     rewards = [row["reward"] for row in report["rows"]]
     fmt, ok = pattern_rewards(DEFAULT_PATTERNS, 4)
@@ -87,7 +91,7 @@ def test_trainer_saw_the_rewards_we_defined(report):
         assert logged["loss"] == pytest.approx(0.0, abs=1e-6)
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 def test_batch_scaling_also_matches(tmp_path):
     batch = run_trainer_check(output_dir=str(tmp_path), scale_rewards="batch")
     assert batch["max_diff"] < TOLERANCE, format_report(batch)
@@ -96,7 +100,7 @@ def test_batch_scaling_also_matches(tmp_path):
     assert np.max(np.abs(group_advantages(rewards, 4) - group_advantages(rewards, 4, scale_rewards="batch"))) > 1e-2
 
 
-@pytest.mark.slow
+@pytest.mark.trains
 def test_thread_count_is_restored(report):
     import torch
 

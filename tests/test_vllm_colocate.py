@@ -1,4 +1,9 @@
-"""GRPO with vLLM colocate on CPU really trains, and the engine generates from the trained weights."""
+"""GRPO with vLLM colocate on CPU really trains, and the engine generates from the trained weights.
+
+Trains (marked ``trains``). What only this module checks: the engine's weights against the trainer's at
+every point of a step (stale before TRL's sync, equal after: the negative control), every parameter
+moved, and the KV cache's size.
+"""
 
 import json
 import subprocess
@@ -7,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.trains
 HERE = Path(__file__).parent
 
 
