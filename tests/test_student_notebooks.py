@@ -121,6 +121,7 @@ def run_stub_then_solution(student: Path, autograder: Path, workdir: Path) -> tu
 QUESTION_SOURCES = [s for s in SOURCES if question_names(nbformat.read(assign.STUDENT_DIR / s.name, as_version=4))]
 
 
+@pytest.mark.notebook  # executes each student notebook's answers and checks in a kernel
 @pytest.mark.parametrize("source", QUESTION_SOURCES, ids=lambda p: p.stem)
 def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(source, tmp_path):
     views = assign.generate(source, tmp_path / "otter")
