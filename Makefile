@@ -35,7 +35,7 @@ NOTEBOOKS := $(wildcard sources/00_*.ipynb) $(wildcard sources/L6_*.ipynb) \
 	$(wildcard sources/E4_*.ipynb) $(wildcard sources/C2b_*.ipynb)
 
 # The inner loop: every test that trains no model and executes no notebook (markers `trains` and `notebook`,
-# see tests/conftest.py), in under 3 minutes. CI runs `make test`.
+# see tests/conftest.py), in about 3 minutes. CI runs `make test`.
 CHECK_MARKERS := not trains and not notebook
 
 .PHONY: all lab test check setup clean-venv list-notebooks notebooks

@@ -51,6 +51,7 @@ class ReportCache:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(report, fh)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the report from another account sharing the cache
             os.replace(tmp, self.path)
         finally:
             if os.path.exists(tmp):
