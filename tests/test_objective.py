@@ -104,3 +104,33 @@ def test_signed_never_prints_minus_zero_and_first_step_text_lists_three_losses()
     text = O.format_first_step(group_advantages(REWARDS, 4), [[8, 8, 8, 8], [3, 6, 10, 4]])
     assert text.splitlines()[0].endswith("grpo: +0.0000   dapo: +0.0000   dr_grpo: +0.0000")
     assert "dapo: +0.3840" in text.splitlines()[1]
+
+
+@pytest.mark.parametrize("loss_type", O.LOSS_TYPES)
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+def test_aggregate_loss_of_the_per_token_loss_equals_the_loops(loss_type, beta):
+    group = O.toy_group([3.0, 1.0, 0.0, 3.0], [3, 6, 10, 4], seed=1)
+    per_token, mask = O.per_token_loss(group, epsilon=0.2, beta=beta)
+    by_hand = O.objective_by_hand(group["logp"], group["old_logp"], group["ref_logp"], group["advantages"],
+                                  epsilon=0.2, beta=beta, max_completion_length=16)
+    assert O.aggregate_loss(per_token, mask, loss_type, max_completion_length=16) == pytest.approx(
+        by_hand["loss"][loss_type], abs=1e-12)
+
+
+def test_per_token_loss_leaves_padding_to_the_mask_as_trl_does():
+    group = O.toy_group([3.0, 1.0, 0.0, 3.0], [3, 6, 10, 4], seed=0)
+    per_token, mask = O.per_token_loss(group)
+    adv = torch.tensor(group["advantages"], dtype=torch.float64)
+    padded = mask == 0
+    # ratio 1 on padding: the term is -A there, so forgetting the mask changes every aggregation
+    assert torch.allclose(per_token[padded], (-adv[:, None].expand_as(per_token))[padded])
+    unmasked = float((per_token.sum(-1) / per_token.size(1)).mean())
+    assert abs(unmasked - O.aggregate_loss(per_token, mask, "grpo")) > 1e-3
+
+
+def test_aggregate_loss_rejects_unknown_types_and_dr_grpo_without_length():
+    per_token, mask = O.per_token_loss(O.toy_group([1.0, 0.0], [2, 3]))
+    with pytest.raises(ValueError, match="max_completion_length"):
+        O.aggregate_loss(per_token, mask, "dr_grpo")
+    with pytest.raises(ValueError, match="loss_type"):
+        O.aggregate_loss(per_token, mask, "bnpo")

@@ -163,6 +163,41 @@ def vectorised_loss(group: dict, loss_type: str, epsilon: float = 0.2, beta: flo
     return float(loss)
 
 
+def per_token_loss(group: dict, epsilon: float = 0.2, beta: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """TRL's ``per_token_loss`` on ``toy_group`` data: ``-min(rho A, clip(rho) A) + beta * k3``, and the mask.
+
+    Shape (G, longest answer). As in ``GRPOTrainer._compute_loss`` the padded positions are NOT zeroed (there
+    ``logp = old_logp = ref_logp = 0``, so the ratio is 1 and the term is ``-A``): only the mask removes them.
+    """
+    p = group["padded"]
+    adv = torch.tensor(group["advantages"], dtype=torch.float64)[:, None]
+    ratio = torch.exp(p["logp"] - p["old_logp"])
+    per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv)
+    if beta != 0.0:
+        d = p["ref_logp"] - p["logp"]
+        per_token = per_token + beta * (torch.exp(d) - d - 1)
+    return per_token, p["mask"]
+
+
+def aggregate_loss(per_token: torch.Tensor, mask: torch.Tensor, loss_type: str,
+                   max_completion_length: int | None = None) -> float:
+    """TRL 1.x's three aggregations of a per-token loss (``GRPOTrainer._compute_loss``, one process, no accumulation).
+
+    ``"grpo"``: mean over each answer's own tokens, then mean over answers. ``"dapo"``: sum over every token of the
+    batch divided by the number of tokens. ``"dr_grpo"``: the same sum divided by ``answers * max_completion_length``.
+    """
+    masked = per_token * mask
+    if loss_type == "grpo":
+        return float((masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean())
+    if loss_type == "dapo":
+        return float(masked.sum() / mask.sum().clamp(min=1.0))
+    if loss_type == "dr_grpo":
+        if max_completion_length is None:
+            raise ValueError("dr_grpo necesita max_completion_length.")
+        return float(masked.sum() / (per_token.size(0) * max_completion_length))
+    raise ValueError(f"loss_type debe ser uno de {LOSS_TYPES}; recibí {loss_type!r}.")
+
+
 def format_objective(group: dict, epsilon: float = 0.2, beta: float = 0.04, decimals: int = 4) -> str:
     """The term-by-term table of ``objective_by_hand`` on a ``toy_group`` and the losses, as Spanish text.
 
