@@ -422,7 +422,8 @@ def test_doctor_json_is_a_probe_record(capsys):
 def test_setup_notebook_explains_every_check_name():
     import nbformat
 
-    nb = nbformat.read(REPO_ROOT / "sources" / "00_empieza_aqui.ipynb", as_version=4)
+    # Notebook 00 runs the doctor; its appendix (00b) explains every line of it.
+    nb = nbformat.read(REPO_ROOT / "sources" / "00b_apendice.ipynb", as_version=4)
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     names = [C.PYTHON, C.PROFILE, C.GPU, C.DRIVER, C.TORCH, C.PACKAGES, C.VLLM, C.UNSLOTH, C.PINS,
              C.CPU_CONFLICTS, C.MODEL, C.DATA, C.DISK, C.HUB, C.WANDB]

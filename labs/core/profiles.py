@@ -157,7 +157,9 @@ RTX5090 = Profile(
     # L7.2 ignores this value under Standby (labs.l72.memory).
     vllm_gpu_memory_utilization=0.4,
     format_pass=False,
-    report_to=(),
+    # The GPU profiles mirror the curves to wandb (lesson 7.5 reads them there): offline into the run folder
+    # without an account (`wandb sync` uploads it later), online when logged in (labs.training.recipe).
+    report_to=("wandb",),
 )
 
 CPU = Profile(
