@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from labs.route.announce import PROFILE_COMMANDS, profile_line_es
 
     if name in PROFILE_COMMANDS and not {"-h", "--help"} & set(rest):
-        print(profile_line_es(rest), flush=True)
+        print(profile_line_es(rest, name), flush=True)
     module = importlib.import_module(SUBCOMMANDS[name])
     return int(module.main(rest) or 0)
 

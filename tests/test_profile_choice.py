@@ -159,3 +159,16 @@ def test_c2b_finds_the_saved_profiles_main_run(runs, gpu):
     found, why = choose_run()
     assert found == runs / f"l71-{BASE}" and f"l71-{BASE}" in why
     assert find_or_make_run(echo=lambda *_: None) == runs / f"l71-{BASE}"
+
+
+def test_l72_runs_on_the_instruct_profile_when_the_saved_one_is_the_base(runs, gpu, monkeypatch):
+    from labs.route import l72_profile
+    from labs.route.announce import profile_line_es
+
+    profile_choice.save_choice(BASE)
+    profile, why = l72_profile()
+    assert profile.name == "rtx5090" and BASE in why and "L7.1" in why
+    assert profile_line_es([], "l72").startswith("[perfil] rtx5090 (L7.2 usa siempre rtx5090")
+    assert l72_profile("ci")[0].name == "ci"
+    monkeypatch.setenv(PROFILE_ENV, BASE)  # the student's explicit word is kept
+    assert l72_profile()[0].name == BASE

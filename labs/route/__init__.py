@@ -180,3 +180,25 @@ def outlook_es(rehearsal: dict | None = None) -> str:
         "otra cosa; L7.2 sigue en rtx5090. Mídelo: python -m labs rehearse, y guarda el perfil con "
         "python -m labs profile --accept.",
     ])
+
+
+def l72_profile(name: str | None = None) -> tuple[Profile, str]:
+    """The profile lab L7.2 runs on, and why (Spanish): the instruct ``rtx5090`` wherever a GPU profile applies.
+
+    L7.2 teaches Unsloth's mechanics with Standby on the lesson's model; the graded main run is L7.1's. So a
+    saved ``rtx5090-base`` (the main run's profile) sends L7.2 to ``rtx5090``; a name given here or in
+    ``COURSE_PROFILE`` is the student's explicit word and is kept; the CPU profiles stay as they are.
+    """
+    import os
+
+    from labs.core.profiles import PROFILE_ENV, default_profile_name
+
+    if name:
+        return get_profile(name), f"--profile {name}"
+    chosen, why = default_profile_name()
+    profile = get_profile(chosen)
+    if profile.use_cpu or profile.name == L72_PROFILE or os.environ.get(PROFILE_ENV, "").strip():
+        return profile, why
+    return get_profile(L72_PROFILE), (
+        f"L7.2 usa siempre {L72_PROFILE}, el modelo instruct de la lección: enseña Unsloth con Standby, y el run "
+        f"que se califica es el del L7.1 con tu perfil {profile.name} ({why})")

@@ -17,11 +17,16 @@ def given_profile(argv: list[str]) -> str | None:
     return None
 
 
-def profile_line_es(argv: list[str]) -> str:
+def profile_line_es(argv: list[str], command: str = "") -> str:
     from labs.core.profiles import default_profile_name
 
     given = given_profile(argv)
     if given:
         return f"[perfil] {given} (--profile {given})"
+    if command == "l72":
+        from labs.route import l72_profile
+
+        profile, why = l72_profile()
+        return f"[perfil] {profile.name} ({why})"
     name, why = default_profile_name()
     return f"[perfil] {name} ({why})"
