@@ -95,8 +95,8 @@ def saved_default(cuda_visible, root: Path | str | None = None) -> tuple[str, st
     if cuda_visible():
         return name, f"lo elegiste con python -m labs profile ({where}) y se ve una GPU CUDA"
     return "cpu", (
-        f"elegiste {name} ({where}), pero aquí no se ve ninguna GPU CUDA: uso cpu para no cargar un modelo de 4B "
-        f"que esta máquina no puede entrenar"
+        f"elegiste {name} en {record['path']}, pero aquí no se ve ninguna GPU CUDA: uso cpu para no cargar un "
+        f"modelo de 4B que esta máquina no puede entrenar"
     )
 
 
