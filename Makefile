@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 # them: `make notebooks`), in course order: the C2b rubric notebook grades a run that the L7.1 notebook left; E4 (your own
 # reward) comes after E2, whose format-only run it uses as the level-4 comparison.
 # tests/test_notebooks_listed.py fails if a notebook is missing from this list.
-NOTEBOOKS := $(wildcard sources/00_*.ipynb) $(wildcard sources/L6_*.ipynb) \
+NOTEBOOKS := $(wildcard sources/00_*.ipynb) $(wildcard sources/00b_*.ipynb) $(wildcard sources/L6_*.ipynb) \
 	$(wildcard sources/L7_1_*.ipynb) $(wildcard sources/L7_2_*.ipynb) $(wildcard sources/L7_3_*.ipynb) \
 	$(wildcard sources/E1_*.ipynb) $(wildcard sources/E2_*.ipynb) $(wildcard sources/E3_*.ipynb) \
 	$(wildcard sources/E4_*.ipynb) $(wildcard sources/C2b_*.ipynb)

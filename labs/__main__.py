@@ -12,6 +12,7 @@ import sys
 SUBCOMMANDS: dict[str, str] = {
     "doctor": "labs.doctor",
     "notebooks": "labs.assign",
+    "profile": "labs.route.choose",
     "l71": "labs.l71",
     "l72": "labs.l72",
     "grade": "labs.grading",
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"Subcomando desconocido: '{name}'.\n{usage()}", file=sys.stderr)
         return 2
+    from labs.route.announce import PROFILE_COMMANDS, profile_line_es
+
+    if name in PROFILE_COMMANDS and not {"-h", "--help"} & set(rest):
+        print(profile_line_es(rest, name), flush=True)
     module = importlib.import_module(SUBCOMMANDS[name])
     return int(module.main(rest) or 0)
 

@@ -58,7 +58,7 @@ def test_good_5090_is_ready_without_warnings():
     named = by_name(checks)
     assert "perfil 'rtx5090'" in named[C.PROFILE].detail
     assert "sm_120" in named[C.TORCH].detail
-    assert "de 0.22.0 a 0.31.0" in named[C.VLLM].detail
+    assert "de 0.21.0 a 0.31.0" in named[C.VLLM].detail
     assert "Todo listo" in format_report(checks, "rtx5090")
 
 
@@ -92,7 +92,7 @@ def test_vllm_outside_trls_range_is_an_error():
     checks = evaluate(load("rtx5090_vllm_out_of_range"))
     assert levels(checks, ERROR) == [C.VLLM]
     vllm = by_name(checks)[C.VLLM]
-    assert "0.33.1" in vllm.detail and "de 0.22.0 a 0.31.0" in vllm.detail and "TRL 1.15.0" in vllm.detail
+    assert "0.33.1" in vllm.detail and "de 0.21.0 a 0.31.0" in vllm.detail and "TRL 1.15.0" in vllm.detail  # TRL 1.15: vllm>=0.21.0
     assert 'pip install "vllm==0.31.0"' in vllm.fix_es
     assert levels(checks, WARNING) == [C.PINS] and "vllm 0.33.1 (fijada 0.31.0)" in by_name(checks)[C.PINS].detail
 
@@ -422,7 +422,8 @@ def test_doctor_json_is_a_probe_record(capsys):
 def test_setup_notebook_explains_every_check_name():
     import nbformat
 
-    nb = nbformat.read(REPO_ROOT / "sources" / "00_empieza_aqui.ipynb", as_version=4)
+    # Notebook 00 runs the doctor; its appendix (00b) explains every line of it.
+    nb = nbformat.read(REPO_ROOT / "sources" / "00b_apendice.ipynb", as_version=4)
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     names = [C.PYTHON, C.PROFILE, C.GPU, C.DRIVER, C.TORCH, C.PACKAGES, C.VLLM, C.UNSLOTH, C.PINS,
              C.CPU_CONFLICTS, C.MODEL, C.DATA, C.DISK, C.HUB, C.WANDB]

@@ -64,3 +64,33 @@ def test_the_readme_route_shows_the_planned_figures(steps):
     for key, (hours, disk) in rows.items():
         step = planned[key]
         assert hours == pytest.approx(step.hours, abs=0.051) and disk == pytest.approx(step.disk_gb, abs=0.051), key
+
+
+def test_the_route_follows_the_saved_profile_and_keeps_l72_on_the_instruct_one(tmp_path, monkeypatch):
+    from labs.core import profile_choice
+    from labs.route import route_profile
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    monkeypatch.setenv("COURSE_PROFILE", "ci")
+    profile, why = route_profile()
+    assert profile.name == "rtx5090" and "python -m labs profile --accept" in why
+    profile_choice.save_choice("rtx5090-base")
+    profile, why = route_profile()
+    assert profile.name == "rtx5090-base" and str(tmp_path) in why
+    steps = route(profile)
+    assert steps[position(steps, "labs l71")].what == "python -m labs l71 --profile rtx5090-base"
+    assert steps[position(steps, "labs l72")].what == "python -m labs l72 --profile rtx5090"
+    assert position(steps, "labs profile --accept") == position(steps, "labs rehearse") + 1
+    assert "sweep E1 --profile rtx5090-base" in render_es(steps)
+
+
+def test_the_outlook_before_any_rehearsal_comes_from_the_rules(tmp_path, monkeypatch):
+    from labs.core import ceiling
+    from labs.route import outlook_es
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    text = outlook_es()
+    assert "[rtx5090] Criterio 2" in text and "[rtx5090-base]" in text and "python -m labs rehearse" in text
+    assert f"{ceiling.LENGTH_FULL_SHARE * 100:.0f} %" in text
+    measured = outlook_es({"profile": "rtx5090", "base_holdout": {"n": 200, "accuracy": 0.95, "mean_length": 300.0}})
+    assert measured.startswith("Qué puede mostrar cada perfil (medido en el ensayo)") and "Recomendación: rtx5090-base" in measured

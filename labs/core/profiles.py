@@ -5,7 +5,9 @@ it. ``get_profile()`` picks one in this order:
 
 1. the ``name`` argument, if given;
 2. the ``COURSE_PROFILE`` environment variable;
-3. ``rtx5090`` when a CUDA GPU is visible, ``cpu`` otherwise.
+3. the profile saved with ``python -m labs profile --choose <name>`` (``labs.core.profile_choice``; a saved
+   GPU profile applies only where a CUDA GPU is visible, otherwise ``cpu``);
+4. ``rtx5090`` when a CUDA GPU is visible, ``cpu`` otherwise.
 
 An unknown name raises ``ProfileError`` listing the valid ones. To change a single knob for one run,
 use ``profile.replace(max_steps=50)`` (or ``--set max_steps=50`` on the command line) rather than
@@ -159,7 +161,9 @@ RTX5090 = Profile(
     # L7.2 ignores this value under Standby (labs.l72.memory).
     vllm_gpu_memory_utilization=0.4,
     format_pass=False,
-    report_to=(),
+    # The GPU profiles mirror the curves to wandb (lesson 7.5 reads them there): offline into the run folder
+    # without an account (`wandb sync` uploads it later), online when logged in (labs.training.recipe).
+    report_to=("wandb",),
 )
 
 CPU = Profile(
@@ -276,12 +280,19 @@ def cuda_available() -> bool:
 
 def default_profile_name() -> tuple[str, str]:
     """The profile the labs will use, and why (the doctor prints the reason)."""
+    from labs.core import profile_choice
+
     env = os.environ.get(PROFILE_ENV, "").strip()
     if env:
         return env, f"{PROFILE_ENV}={env}"
+    saved = profile_choice.saved_default(cuda_available)
+    if saved is not None:
+        return saved
+    broken = profile_choice.unusable_note()
     if cuda_available():
-        return "rtx5090", "se ve una GPU CUDA"
-    return "cpu", "no se ve ninguna GPU CUDA"
+        return "rtx5090", "se ve una GPU CUDA" + (
+            broken or f" y no has elegido perfil (elígelo con {profile_choice.CHOOSE_COMMAND})")
+    return "cpu", "no se ve ninguna GPU CUDA" + broken
 
 
 def get_profile(name: str | None = None, **overrides) -> Profile:

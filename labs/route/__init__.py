@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labs.core.profiles import Profile, get_profile
+from labs.core.profiles import PROFILES, Profile, get_profile
 from labs.core.spanish import duration_es
 from labs.vram.timeplan import LABEL_ES, time_plan
 
+L72_PROFILE = "rtx5090"  # the lead's decision (issue 25 item 3): L7.2 stays on the instruct profile
 TERMINAL = "terminal"
 NOTEBOOK = "cuaderno"
 SHUT_DOWN_ES = (
@@ -54,22 +55,27 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
     from labs.doctor.downloads import downloads_for
 
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
-    l71, l72 = time_plan(profile), time_plan(profile, "unsloth")
-    downloads = {d.name: d.bytes / 1e9 for d in downloads_for(profile, COURSE_BACKENDS) if d.from_hub}
-    first = sum(v for k, v in downloads.items() if "unsloth" not in k.lower())
-    unsloth = sum(v for k, v in downloads.items() if "unsloth" in k.lower())
+    l72_profile = get_profile(L72_PROFILE)  # L7.2 teaches Unsloth's mechanics on the lesson's instruct model
+    l71, l72 = time_plan(profile), time_plan(l72_profile, "unsloth")
+    first = sum(d.bytes / 1e9 for d in downloads_for(profile, ("trl",)) if d.from_hub)
+    unsloth = sum(d.bytes / 1e9 for d in downloads_for(l72_profile, COURSE_BACKENDS)
+                  if d.from_hub and "unsloth" in d.name.lower())
     steps = [
         Step(TERMINAL, "make STACK=gpu setup", "instala la pila de GPU (requirements-gpu.txt) en .venv"),
-        Step(NOTEBOOK, "00_empieza_aqui.ipynb", "qué pide el curso, la primera descarga y el doctor"),
+        Step(NOTEBOOK, "00_empieza_aqui.ipynb", "el doctor, tu perfil y esta ruta (lo demás, en 00b_apendice.ipynb)"),
         Step(TERMINAL, "python -m labs doctor", "comprueba controlador, torch (sm_120), versiones, disco, hub y wandb"),
-        Step(TERMINAL, "python -m labs rehearse", "ensayo de unos 10 minutos de todo el recorrido en tu GPU, antes de las horas de verdad"),
+        Step(TERMINAL, "python -m labs rehearse", "ensayo de unos 10 minutos de todo el recorrido en tu GPU, antes de las horas de verdad; "
+             "termina recomendando el perfil del run principal"),
+        Step(TERMINAL, "python -m labs profile --accept", "guarda el perfil recomendado (o --choose <perfil>): desde ahí todos los labs, "
+             "cuadernos y barridos lo usan"),
         Step(NOTEBOOK, "L6_de_policy_gradient_a_grpo.ipynb", "la teoría: de policy gradient a GRPO (minutos, sin GPU)"),
         Step(TERMINAL, f"python -m labs l71 --profile {profile.name}", f"lab L7.1: GRPO con TRL y vLLM; {l71.breakdown_es()}",
              l71.hours, l71.checkpoint_gb + first, f"La primera vez descarga el modelo (unos {_gb(first)} GB, incluidos en el disco de arriba)."),
         Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "la receta paso a paso; lee el run de la terminal sin entrenar",
              after=SHUT_DOWN_ES),
         Step(TERMINAL, f"python -m labs vram --profile {profile.name}", "el plan de memoria de las dos rutas (segundos)"),
-        Step(TERMINAL, f"python -m labs l72 --profile {profile.name}", f"lab L7.2: Unsloth con Standby; {l72.breakdown_es()}",
+        Step(TERMINAL, f"python -m labs l72 --profile {l72_profile.name}", f"lab L7.2: Unsloth con Standby, siempre sobre el modelo "
+             f"instruct de la lección (el run que se califica es el del L7.1); {l72.breakdown_es()}",
              l72.hours, l72.checkpoint_gb + unsloth, f"La primera vez descarga la copia de Unsloth del modelo (como mucho {_gb(unsloth)} GB, incluidos)." if unsloth else ""),
         Step(NOTEBOOK, "L7_2_unsloth_standby.ipynb", "Unsloth paso a paso y la comparación con L7.1; reutiliza el run terminado",
              after=SHUT_DOWN_ES),
@@ -113,3 +119,86 @@ def render_es(steps: list[Step]) -> str:
     total = sum(s.hours for s in steps if s.hours is not None)
     lines.append(f"\nTotal de los entrenamientos en la GPU: unas {duration_es(total * 3600)} ({LABEL_ES}).")
     return "\n".join(lines)
+
+
+def route_profile() -> tuple[Profile, str]:
+    """The profile notebook 00 prints the route for, and why (Spanish).
+
+    The saved choice (``python -m labs profile``) when there is one, even on a machine without a GPU (the
+    route only plans, it loads nothing); else ``COURSE_PROFILE`` when it names a GPU profile; else the
+    lesson's ``rtx5090`` until the rehearsal recommends one.
+    """
+    import os
+
+    from labs.core import profile_choice
+    from labs.core.profiles import PROFILE_ENV
+
+    saved = profile_choice.read_choice()
+    if saved and "error" not in saved and not PROFILES[saved["profile"]].use_cpu:
+        return get_profile(saved["profile"]), f"el perfil que guardaste ({saved['path']})"
+    env = os.environ.get(PROFILE_ENV, "").strip().lower()
+    if env in PROFILES and not PROFILES[env].use_cpu:
+        return get_profile(env), f"{PROFILE_ENV}={env}"
+    return get_profile(L72_PROFILE), (
+        "aún no has guardado un perfil de GPU: es la ruta del perfil de la lección; tras el ensayo, "
+        "python -m labs profile --accept guarda el recomendado y esta celda imprime la suya"
+        + (profile_choice.unusable_note() if saved else ""))
+
+
+def outlook_es(rehearsal: dict | None = None) -> str:
+    """Before any training: what each 5090 profile can show for criteria 2 and 3 (Spanish).
+
+    From the rehearsal's record when there is one (``labs.route.outlook.recommend``); else what the rules
+    themselves say before anything is measured, and the command that measures it.
+    """
+    from labs.core import ceiling
+    from labs.core.diagnostics import MIN_DISCORDANT_SHARE, MIN_GAIN
+    from labs.route import outlook
+
+    if rehearsal is None:
+        path = outlook.newest_rehearsal()
+        rehearsal = outlook.read_rehearsal(path) if path else None
+    text = ""
+    if rehearsal is not None:
+        rec = outlook.recommend(rehearsal)
+        if rec.profile is not None:
+            return outlook.render_es(rec)
+        text = rec.why_es + "\n\n"  # a CPU or unfinished rehearsal: say so, then what the rules say
+    best = ceiling.highest_base_with_room(MIN_DISCORDANT_SHARE, MIN_GAIN)
+    full = ceiling.LENGTH_FULL_SHARE
+    cap = get_profile("rtx5090").max_completion_length
+    return text + "\n".join([
+        "Sin medidas todavía (el ensayo las toma), esto es lo que dicen las reglas de la rúbrica:",
+        f"  [rtx5090] Criterio 2: la longitud media tiene que subir; una longitud plana solo se excusa si las "
+        f"respuestas ya llenan el {full * 100:.0f} % de {cap} tokens, y un modelo instruct que ya razona paso a paso "
+        f"responde mucho más corto y tiene poco motivo para alargarse: lo más probable es «no cumple».",
+        f"  [rtx5090] Criterio 3: solo puede juzgar una mejora si el modelo falla al menos el {(1 - best) * 100:.1f} % de "
+        f"los problemas (precisión base hasta el {best * 100:.1f} %); el ensayo mide la suya en unos 200 problemas.",
+        "  [rtx5090-base] Criterios 2 y 3: Qwen3-4B-Base con el pase de formato parte de respuestas cortas y con "
+        "errores que corregir: precisión y longitud tienen margen para subir (es donde R1-Zero vio crecer la longitud).",
+        "Por eso la ruta recomienda rtx5090-base para el run principal (L7.1, ejercicios, E4) salvo que el ensayo diga "
+        "otra cosa; L7.2 sigue en rtx5090. Mídelo: python -m labs rehearse, y guarda el perfil con "
+        "python -m labs profile --accept.",
+    ])
+
+
+def l72_profile(name: str | None = None) -> tuple[Profile, str]:
+    """The profile lab L7.2 runs on, and why (Spanish): the instruct ``rtx5090`` wherever a GPU profile applies.
+
+    L7.2 teaches Unsloth's mechanics with Standby on the lesson's model; the graded main run is L7.1's. So a
+    saved ``rtx5090-base`` (the main run's profile) sends L7.2 to ``rtx5090``; a name given here or in
+    ``COURSE_PROFILE`` is the student's explicit word and is kept; the CPU profiles stay as they are.
+    """
+    import os
+
+    from labs.core.profiles import PROFILE_ENV, default_profile_name
+
+    if name:
+        return get_profile(name), f"--profile {name}"
+    chosen, why = default_profile_name()
+    profile = get_profile(chosen)
+    if profile.use_cpu or profile.name == L72_PROFILE or os.environ.get(PROFILE_ENV, "").strip():
+        return profile, why
+    return get_profile(L72_PROFILE), (
+        f"L7.2 usa siempre {L72_PROFILE}, el modelo instruct de la lección: enseña Unsloth con Standby, y el run "
+        f"que se califica es el del L7.1 con tu perfil {profile.name} ({why})")

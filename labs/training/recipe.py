@@ -192,8 +192,11 @@ def prepare_environment(profile: Profile, run: RunFolder) -> None:
         if vllm_cpu_shim.is_applied():
             console.quiet_numa_binding()  # the CPU engine's NUMA note (C++ on stderr), once
     if "wandb" in profile.report_to:
-        # Offline unless the student chose otherwise: no account needed, `wandb sync` uploads later.
-        os.environ.setdefault("WANDB_MODE", "offline")
+        # Online when logged in (WANDB_API_KEY or ~/.netrc); offline otherwise: no account needed, the run
+        # folder keeps it and `wandb sync` uploads it later. WANDB_MODE set by the student wins.
+        from labs.doctor.probe import wandb_facts
+
+        os.environ.setdefault("WANDB_MODE", "online" if wandb_facts()["logged_in"] else "offline")
         os.environ.setdefault("WANDB_DIR", str(run.root))
         os.environ.setdefault("WANDB_PROJECT", "grpo-course")
         os.environ.setdefault("WANDB_NAME", run.root.name)
