@@ -77,8 +77,10 @@ class Lab:
     run folder is the same.
     """
 
-    def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides):
+    def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, settings_from=None,
+                 **overrides):
         preflight.refuse_removed_keywords(overrides)
+        self.settings_from = settings_from  # the L7.1 notebook's saved settings (labs.l71.settings), for run.json
         console.quiet_third_party()  # once, before TRL and vLLM are imported
         profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.profile = profile.replace(**overrides) if overrides else profile
@@ -119,6 +121,8 @@ class Lab:
         self.base_model, self.base_label = base_model_for(self.profile, self.start_model, self.splits)
         if distributed.is_main_process():  # under accelerate, rank 0 alone writes the run folder
             extra = {"base_label": self.base_label, "processes": distributed.world_size()}
+            if self.settings_from:
+                extra["settings_from"] = self.settings_from
             write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, extra)
         return self.base_model
 
@@ -226,9 +230,10 @@ class Lab:
         return self.run.root
 
 
-def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, **overrides) -> Path:
+def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, settings_from=None,
+            **overrides) -> Path:
     """Run lab L7.1 (or a variant of it, for the exercises) and return the run folder."""
-    lab = Lab(profile, run_name, fresh, reward_names, lab, **overrides)
+    lab = Lab(profile, run_name, fresh, reward_names, lab, settings_from, **overrides)
     try:
         return lab.run_all()
     finally:
