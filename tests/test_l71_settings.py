@@ -36,7 +36,7 @@ def test_saved_knobs_come_back_as_overrides(runs, tmp_path):
     profile = get_profile("ci")
     lines = []
     path = settings.save(config(profile, tmp_path, learning_rate=3e-5, beta=0.1), profile, echo=lines.append)
-    assert path == runs / "ajustes" / "l71-ci.json"
+    assert path == runs / "_ajustes" / "l71-ci.json"
     assert "learning_rate=3e-05 (perfil: " in lines[0] and "python -m labs l71 --profile ci" in lines[1]
     overrides, source = settings.load(profile, echo=lines.append)
     assert overrides == {"learning_rate": 3e-5, "beta": 0.1}

@@ -45,7 +45,7 @@ def test_the_terminal_trains_the_saved_settings_and_says_where_they_came_from(ru
     info = runfolder.read_json(run["run"].path(runfolder.RUN_JSON))
     assert "[ajustes] Uso tus ajustes del cuaderno L7.1" in run["log"]
     assert info["settings_from"]["values"] == {"learning_rate": STUDENT_LR}
-    assert info["settings_from"]["file"].endswith("ajustes/l71-ci.json")
+    assert info["settings_from"]["file"].endswith("_ajustes/l71-ci.json")
     assert info["grpo_config"]["learning_rate"] == STUDENT_LR and info["profile"]["learning_rate"] == STUDENT_LR
     assert run["run"].metrics()[0]["learning_rate"] > 0  # it trained
 

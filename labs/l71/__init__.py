@@ -9,7 +9,7 @@ Both write the same run folder (labs.core.runfolder). Running the same command a
 unfinished run from its last checkpoint, and returns at once for a finished one; ``--fresh`` starts
 a new run folder next to the old one (nothing is deleted).
 
-The GRPO settings the student writes in the notebook are saved under ``<runs>/ajustes/`` and the terminal
+The GRPO settings the student writes in the notebook are saved under ``<runs>/_ajustes/`` and the terminal
 trains them (``labs.l71.settings``; ``--sin-ajustes`` ignores them, ``--set`` overrides them).
 """
 

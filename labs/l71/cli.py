@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--lab", default=LAB, help="etiqueta del laboratorio en run.json (L7.1, E1, E2, E3)")
     parser.add_argument("--sin-ajustes", action="store_true",
-                        help="no usar los ajustes guardados desde el cuaderno L7.1 (runs/ajustes/)")
+                        help="no usar los ajustes guardados desde el cuaderno L7.1 (runs/_ajustes/)")
     args = parser.parse_args(argv)
     try:
         return _run(args)

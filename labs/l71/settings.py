@@ -1,8 +1,8 @@
 """The GRPO settings a student writes in the L7.1 notebook, saved where ``python -m labs l71`` reads them.
 
 The notebook's ``GRPOConfig(...)`` cell holds the lesson's knobs (``LESSON_KNOBS``); ``save`` writes their
-values to ``<runs>/ajustes/l71-<profile>.json``. A later ``python -m labs l71`` of the same profile loads
-them (``load``) as profile overrides, below any ``--set`` of the command line, and records in run.json
+values to ``<runs>/_ajustes/l71-<profile>.json`` (a leading ``_``: the run-folder scans skip it). A later
+``python -m labs l71`` of the same profile loads them (``load``) as profile overrides, below any ``--set`` of the command line, and records in run.json
 where they came from (``settings_from``). So the long terminal run trains the student's configuration,
 not a second copy of it.
 
@@ -37,7 +37,7 @@ SOURCE = "cuaderno L7.1"
 
 def settings_path(profile: Profile | str) -> Path:
     name = profile.name if isinstance(profile, Profile) else profile
-    return runs_dir() / "ajustes" / f"l71-{name}.json"
+    return runs_dir() / "_ajustes" / f"l71-{name}.json"
 
 
 def rest_of_recipe(profile: Profile, output_dir: str) -> dict:
