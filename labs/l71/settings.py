@@ -2,8 +2,8 @@
 
 The notebook's ``GRPOConfig(...)`` cell holds the lesson's knobs (``LESSON_KNOBS``); ``save`` writes their
 values to ``<runs>/_ajustes/l71-<profile>.json`` (a leading ``_``: the run-folder scans skip it). A later
-``python -m labs l71`` of the same profile loads them (``load``) as profile overrides, below any ``--set`` of the command line, and records in run.json
-where they came from (``settings_from``). So the long terminal run trains the student's configuration,
+``python -m labs l71`` of the same profile loads them (``load``) as profile overrides, below any ``--set``
+of the command line, and records in run.json where they came from (``settings_from``). So the long terminal run trains the student's configuration,
 not a second copy of it.
 
 An edit that cannot take effect is said, in Spanish, with the command that would apply it: a finished
