@@ -139,6 +139,31 @@ def test_trainer_check_grpo_kwargs_exist_in_both_trl_releases(grpo_fields, tmp_p
     assert _generation_batch(kwargs) % kwargs["num_generations"] == 0
 
 
+def _notebook_grpo_keywords(name: str) -> set[str]:
+    """The keywords written by name in every ``GRPOConfig(...)`` call of a source notebook's code cells."""
+    import ast
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).resolve().parent.parent / "sources" / name).read_text())["cells"]
+    keywords = set()
+    for c in cells:
+        if c["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse("".join(c["source"]))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "GRPOConfig":
+                keywords |= {kw.arg for kw in node.keywords if kw.arg}
+    return keywords
+
+
+def test_the_l71_notebooks_own_grpo_keywords_exist_in_both_trl_releases(grpo_fields):
+    """The student's GRPOConfig and the lesson's calls the notebook runs: only max_prompt_length, on purpose, is gone."""
+    keywords = _notebook_grpo_keywords("L7_1_grpo_trl_vllm.ipynb")
+    assert {"num_generations", "beta", "max_steps", "logging_steps", "max_prompt_length"} <= keywords
+    for stack in STACKS:
+        assert pa.unknown_keywords(dict.fromkeys(keywords), grpo_fields[stack]) == ["max_prompt_length"], stack
+
+
 def test_guard_flags_a_removed_keyword_and_suggests_a_fix(grpo_fields):
     # Negative control: max_prompt_length left GRPOConfig in TRL 0.28; num_generation is a typo.
     for stack in STACKS:

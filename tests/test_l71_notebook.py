@@ -41,3 +41,46 @@ def test_on_a_gpu_profile_an_unfinished_run_is_finished_in_the_terminal(runs):
 def test_on_a_gpu_profile_without_a_run_the_notebook_says_the_command(runs):
     with pytest.raises(RunNotReady, match="Aún no hay ningún run del perfil 'rtx5090'.*python -m labs l71 --profile rtx5090"):
         open_run(get_profile("rtx5090"))
+
+
+def _save_settings(profile, tmp_path, **knobs):
+    from trl import GRPOConfig
+
+    from labs.l71 import settings
+
+    kwargs = {**settings.rest_of_recipe(profile, str(tmp_path / "out")),
+              **{k: getattr(profile, k) for k in settings.LESSON_KNOBS}, **knobs}
+    return settings.save(GRPOConfig(**kwargs), profile, new_run_folder(profile), echo=print)
+
+
+def new_run_folder(profile):
+    from labs.l71 import new_run
+
+    return new_run(profile)
+
+
+def test_the_notebooks_settings_reach_the_terminal_and_a_finished_run_says_fresh(runs, tmp_path, capsys):
+    from labs.l71 import main
+
+    for name in ("l71-ci", "e1-ci"):  # finished: the command returns at once, it trains nothing
+        make_run(runs, name, metrics=history(2), max_steps=2, profile="ci", verdicts=paired_verdicts(*GOOD_HOLDOUT))
+    _save_settings(get_profile("ci"), tmp_path, learning_rate=4e-5)
+    saved = capsys.readouterr().out
+    assert "ya terminó" in saved and "python -m labs l71 --profile ci --fresh" in saved  # the edit cannot apply
+    assert main(["--profile", "ci"]) == 0
+    out = capsys.readouterr().out
+    assert "[ajustes] Uso tus ajustes del cuaderno L7.1" in out and "learning_rate=4e-05" in out
+    assert "ya terminó" in out and "--fresh" in out
+    for argv in (["--profile", "ci", "--sin-ajustes"], ["--profile", "ci", "--lab", "E1"]):  # E1-E3 reuse this door
+        assert main(argv) == 0
+        assert "[ajustes]" not in capsys.readouterr().out
+
+
+def test_a_bad_settings_file_stops_the_terminal_with_a_spanish_message(runs, capsys):
+    from labs.l71 import main, settings
+
+    path = settings.settings_path("ci")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"values": {"max_prompt_length": 512}}')
+    assert main(["--profile", "ci"]) == 2
+    assert "no acepta: max_prompt_length" in capsys.readouterr().err

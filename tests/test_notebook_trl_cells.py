@@ -1,7 +1,8 @@
 """The TRL and Unsloth calls the L7.1 and L7.2 notebooks write in their own cells stay the recipe's.
 
-The notebooks build ``GRPOConfig(...)`` and ``GRPOTrainer(...)`` in plain sight; the values come from the
-profile through ``recipe.grpo_config_kwargs``, with the lesson's knobs rewritten by name. These tests
+The notebooks build ``GRPOConfig(...)`` and ``GRPOTrainer(...)`` in plain sight (in L7.1 the student writes
+them: ``mi_config`` and ``argumentos_trainer``); the values come from the profile through
+``recipe.grpo_config_kwargs``, with the lesson's knobs written by name. These tests
 fail if a cell holds a second copy of a value (a literal instead of the profile's field), if its config
 differs from the recipe's, or if the trainer loses its run-folder callbacks or its resume and failure
 handling.
@@ -43,37 +44,64 @@ def calls(source: str, name: str) -> list[ast.Call]:
     return out
 
 
-def test_l71_config_cell_rewrites_knobs_from_the_profile_only():
-    source = cell("L7_1_grpo_trl_vllm.ipynb", "GRPOConfig(**ajustes)")
-    (update,) = calls(source, "ajustes.update")
-    shown = [kw.arg for kw in update.keywords]
-    assert {"num_generations", "learning_rate", "beta", "max_steps"} <= set(shown)
-    assert set(shown) <= set(recipe.grpo_config_kwargs(get_profile("ci"), "x"))
-    for kw in update.keywords:  # p.<the same name>: the profile's value, never a literal copy
+def test_l71_config_cell_writes_the_lessons_knobs_from_the_profile_only():
+    from labs.l71 import settings
+
+    source = cell("L7_1_grpo_trl_vllm.ipynb", "def mi_config(")
+    (config,) = calls(source, "GRPOConfig")
+    shown = [kw.arg for kw in config.keywords if kw.arg]
+    assert sorted(shown) == sorted(settings.LESSON_KNOBS)  # every lesson knob, once, and nothing else by name
+    assert "max_prompt_length" not in source
+    for kw in config.keywords:
         value = kw.value
+        if kw.arg is None:  # the rest of the recipe, unpacked: output, device, logging, vLLM
+            assert ast.unparse(value) == "settings.rest_of_recipe(p, output_dir)"
+            continue
+        # p.<the same name>: the profile's value, never a literal copy
         assert isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name), kw.arg
         assert (value.value.id, value.attr) == ("p", kw.arg), ast.unparse(kw)
 
 
 @pytest.mark.parametrize("changes", [{}, {"learning_rate": 3e-6, "beta": 0.1, "max_steps": 7}])
-def test_l71_config_cell_builds_the_recipes_config(changes, tmp_path):
+def test_l71_config_cell_builds_the_recipes_config_and_saves_it(changes, tmp_path, monkeypatch):
     from IPython.display import Markdown
     from trl import GRPOConfig
 
+    from labs import l71
+    from labs.l71 import settings
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
     profile = get_profile("ci", **changes)
-    run = RunFolder(tmp_path)
     shown = []
-    namespace = {"recipe": recipe, "lab": SimpleNamespace(profile=profile, run=run), "Markdown": Markdown,
-                 "display": shown.append}
-    exec(cell("L7_1_grpo_trl_vllm.ipynb", "GRPOConfig(**ajustes)"), namespace)
+    namespace = {"GRPOConfig": GRPOConfig, "settings": settings, "recipe": recipe, "l71": l71, "profile": profile,
+                 "Markdown": Markdown, "display": shown.append}
+    exec(cell("L7_1_grpo_trl_vllm.ipynb", "def mi_config("), namespace)
+    exec(cell("L7_1_grpo_trl_vllm.ipynb", "settings.save(config"), namespace)
+    run = RunFolder(tmp_path / "l71-ci")
     expected = GRPOConfig(**recipe.grpo_config_kwargs(profile, str(run.checkpoints)))
     assert namespace["config"].to_dict() == expected.to_dict()
     assert f"`{profile.learning_rate}`" in shown[0].data  # the table shows the values in force
+    saved = json.loads(settings.settings_path(profile).read_text())
+    assert saved["values"] == {k: getattr(profile, k) for k in settings.LESSON_KNOBS}
 
 
-@pytest.mark.parametrize("notebook, marker", [("L7_1_grpo_trl_vllm.ipynb", "trainer = GRPOTrainer("),
-                                              ("L7_2_unsloth_standby.ipynb", "trainer = GRPOTrainer(")])
-def test_the_trainer_cell_passes_the_run_folder_callbacks(notebook, marker):
+def test_l71_trainer_arguments_keep_the_run_folder_callbacks():
+    source = cell("L7_1_grpo_trl_vllm.ipynb", "def argumentos_trainer(")
+    (arguments,) = calls(source, "dict")
+    keywords = {kw.arg: ast.unparse(kw.value) for kw in arguments.keywords}
+    assert {"model", "reward_funcs", "args", "train_dataset", "callbacks", "peft_config"} <= set(keywords)
+    assert keywords["callbacks"] == "recipe.run_folder_callbacks(run)"
+    assert keywords["train_dataset"] == "data.to_dataset(filas)"
+    trainer_cell = cell("L7_1_grpo_trl_vllm.ipynb", "trainer = GRPOTrainer(")
+    (trainer,) = calls(trainer_cell, "GRPOTrainer")
+    (unpacked,) = [kw.value for kw in trainer.keywords if kw.arg is None]
+    assert ast.unparse(unpacked) == (
+        "argumentos_trainer(p, lab.base_model, lab.reward_funcs, config, splits['train'], lab.run)")
+    assert calls(trainer_cell, "recipe.prepare_environment") and calls(trainer_cell, "lab.use_trainer")
+
+
+def test_the_l72_trainer_cell_passes_the_run_folder_callbacks():
+    notebook, marker = "L7_2_unsloth_standby.ipynb", "trainer = GRPOTrainer("
     (trainer,) = calls(cell(notebook, marker), "GRPOTrainer")
     keywords = {kw.arg: ast.unparse(kw.value) for kw in trainer.keywords}
     assert {"model", "reward_funcs", "args", "train_dataset", "callbacks"} <= set(keywords)

@@ -8,6 +8,9 @@ steps one by one, and the terminal runs them all::
 Both write the same run folder (labs.core.runfolder). Running the same command again continues an
 unfinished run from its last checkpoint, and returns at once for a finished one; ``--fresh`` starts
 a new run folder next to the old one (nothing is deleted).
+
+The GRPO settings the student writes in the notebook are saved under ``<runs>/_ajustes/`` and the terminal
+trains them (``labs.l71.settings``; ``--sin-ajustes`` ignores them, ``--set`` overrides them).
 """
 
 from labs.l71.cli import main

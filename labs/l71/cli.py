@@ -8,6 +8,7 @@ import sys
 
 from labs.core import distributed
 from labs.core.profiles import get_profile
+from labs.l71 import settings
 from labs.l71.lab import LAB, run_lab
 from labs.training import models, recipe
 from labs.training.options import add_run_arguments, overrides_from_cli, report_failure
@@ -30,6 +31,8 @@ def main(argv=None) -> int:
         help="continuar un run sin terminar con ajustes o funciones de recompensa distintos de los de su run.json; "
         "el cambio queda apuntado en run.json con el paso desde el que rige",
     )
+    parser.add_argument("--sin-ajustes", action="store_true",
+                        help="no usar los ajustes guardados desde el cuaderno L7.1 (runs/_ajustes/)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -40,11 +43,12 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     try:
         profile = get_profile(args.profile)
-        overrides = overrides_from_cli(args.set, profile)
+        saved, settings_from = ({}, None) if args.sin_ajustes or args.lab != LAB else settings.load(profile)
+        overrides = {**saved, **overrides_from_cli(args.set, profile)}  # --set wins over the notebook's settings
         names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
         path = run_lab(
             profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab,
-            accept_changes=args.accept_changes, **overrides,
+            accept_changes=args.accept_changes, settings_from=settings_from, **overrides,
         )
     except Exception as exc:  # noqa: BLE001 - report_failure re-raises what is not a known failure
         code = report_failure(exc, (ValueError, models.ModelNotAvailable),  # profile, pre-flight, data, rewards
