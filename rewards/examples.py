@@ -2,7 +2,7 @@
 
 The table of lesson 7.2 ("míralo con respuestas concretas"), extended with every hack the course's
 functions are built against, plus one they do not close (``relleno``: a think block with no
-reasoning in it). The L7.1 notebook shows it for the course's functions; exercise E0 checks a
+reasoning in it). The L7.1 notebook shows it for the course's functions; exercise E4 checks a
 student's own function against it (``check_against_hacks``).
 
 Every example answers the same question (48 clips in April, half as many in May: 72 in all), as a

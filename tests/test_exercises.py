@@ -506,3 +506,9 @@ def test_a_recorded_budget_is_what_the_builders_and_notebooks_use(tmp_path):
             assert (p.max_steps, p.eval_size) == (100, 200), v.name
     assert "max_steps=100" in ex.budget_note(gpu, tmp_path)
     assert all(v.profile(gpu).max_steps == ex.BUDGETS["rtx5090"]["max_steps"] for v in ex.e1_variants(gpu, tmp_path, budget={}))
+
+
+def test_every_exercise_budget_follows_the_time_plan_rule():
+    """rtx5090-base (the recommended main-run profile) gets its budget from the same rule as rtx5090."""
+    for name, budget in ex.BUDGETS.items():
+        assert ex.budget_steps(get_profile(name)) == budget["max_steps"], name

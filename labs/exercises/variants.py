@@ -30,7 +30,7 @@ SMOKE_OVERRIDES: dict[str, dict] = {}
 # evening. 250 steps still give the trend tests and the hacking detector hundreds of logged points. With
 # another budget the reference is no longer the student's 500-step L7.1 run, so it runs once (planned
 # about 1.3 h) and E1, E2 and E3 share it. ``python -m labs sweep E1 --set max_steps=N`` changes it.
-BUDGETS: dict[str, dict] = {"rtx5090": {"max_steps": 250}}
+BUDGETS: dict[str, dict] = {"rtx5090": {"max_steps": 250}, "rtx5090-base": {"max_steps": 250}}
 EXERCISE_HOURS = 5.0
 BUDGET_FILE = "_sweep_logs/presupuesto-{profile}.json"  # under the runs folder: the budget a sweep used
 LESSON_GROUP_SIZES = (4, 16)

@@ -54,12 +54,16 @@ def write_run_json(run: RunFolder, profile: Profile, lab: str, reward_funcs, bas
     write_json(run.path(RUN_JSON), record)
 
 
-def prepare(profile: Profile, reward_funcs, overrides_keywords=()) -> None:
-    """Everything that can be checked before a model is loaded."""
-    preflight.preflight(profile, reward_funcs, columns=("prompt", "answer", "id"), keywords=overrides_keywords)
-    from labs.doctor import require_runnable
+def prepare(profile: Profile, reward_funcs, overrides_keywords=(), trains: bool = True) -> None:
+    """Everything that can be checked before a model is loaded.
 
-    require_runnable(profile)
+    ``trains=False`` (a finished run, only read) skips the machine check: reading a 5090 run's folder needs no GPU.
+    """
+    preflight.preflight(profile, reward_funcs, columns=("prompt", "answer", "id"), keywords=overrides_keywords)
+    if trains:
+        from labs.doctor import require_runnable
+
+        require_runnable(profile)
 
 
 def base_model_for(profile: Profile, tokenizer_path: str, splits: dict) -> tuple[str, str]:
@@ -86,10 +90,11 @@ class Lab:
         self.profile = profile.replace(**overrides) if overrides else profile
         self.lab = lab
         self.reward_funcs = reward_functions(reward_names)
-        prepare(self.profile, self.reward_funcs)  # before any model is loaded
+        self.run = new_run(self.profile, run_name, fresh, lab)  # only a path: nothing is created yet
+        # before any model is loaded (and before any folder is made); a finished run needs no GPU to be read
+        prepare(self.profile, self.reward_funcs, trains=not self.run.is_finished())
         if self.profile.use_cpu:
             resources.keep_freed_memory()
-        self.run = new_run(self.profile, run_name, fresh, lab)
         self.trainer = None
         self.generate = None
         self.monitor: resources.ResourceMonitor | None = None
