@@ -5,7 +5,8 @@ it beside the lesson's three (``reward_functions([..., "mi_recompensa.py:funcion
 the function gets its own run folder (``run_name``: the name carries a hash of the source), so editing
 the function and running again trains anew instead of reusing a run made with the old version. Level 4
 asks for a comparison run where the format-hacking detector fires: the E2 run (format only) is that
-comparison when it exists (``comparison_runs``).
+comparison when it exists (``comparison_runs``). The grader finds the evidence in any finished run of the
+submission (``labs.grading.level4_evidence``), so the E4 run counts beside a longer L7.1 main run.
 """
 
 from __future__ import annotations
@@ -49,18 +50,18 @@ def comparison_runs(profile: Profile, runs_root=None) -> list[Path]:
 
 
 def grade_lines(grade) -> list[str]:
-    """What the C2b grader says about the student's run, in Spanish lines for the notebook."""
-    lines = [f"Funciones propias que reconoce el evaluador: {', '.join(grade.own_rewards) or 'ninguna'}."]
-    if not grade.comparisons:
-        lines.append(
-            "Sin ejecución de comparación: para el nivel 4 hace falta una (por ejemplo la de E2, solo formato) en la "
-            "que el detector de hacking de formato salte."
-        )
-    for other in grade.comparisons:
-        verdict = other.hacking.message if other.hacking is not None else "sin métricas."
-        lines.append(f"Comparación '{other.name}': {verdict}")
-    if grade.hacking is not None:
-        lines.append(f"Tu ejecución: {grade.hacking.message}")
+    """What the C2b grader says of the runs folder (``labs.grading.grade_runs``), in Spanish lines for the notebook.
+
+    Criteria 1-3 come from the main run (the grader's rule); the level-4 evidence from every finished run
+    (``labs.grading.level4_evidence``, the rule the grader and the rubric's self-check also use).
+    """
+    from labs.grading import level4_lines
+
+    if grade is None:
+        return ["Aún no hay ninguna ejecución terminada que evaluar."]
+    verdicts = ", ".join(f"criterio {c.number}: {c.verdict}" for c in grade.criteria[:3])
+    lines = [f"Ejecución principal, la que juzga los criterios 1 a 3: '{grade.run_dir.name}' ({verdicts})."]
+    lines += level4_lines(grade.level4)
     lines.append(f"Nivel sugerido: {grade.level}. {grade.level_reason}")
     return lines
 
