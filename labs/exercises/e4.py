@@ -31,6 +31,30 @@ def own_functions(funcs) -> list[dict]:
     return [r for r in describe_reward_functions(funcs, REWARD_NAMES) if r["own"]]
 
 
+REWARD_FILE = "mi_recompensa.py"
+
+
+def write_reward_file(func, path: str | Path = REWARD_FILE) -> str:
+    """Write the student's function (its source, as defined in the notebook) to ``path``; returns the name
+    ``archivo.py:funcion`` that ``--rewards`` and ``reward_functions`` load. What trains is this file."""
+    import inspect
+    import textwrap
+
+    name = getattr(func, "__name__", "")
+    if not callable(func) or not name.isidentifier() or name == "<lambda>":
+        raise ValueError("Escribe tu recompensa como una función con nombre (def mi_recompensa(completions, **kwargs): ...).")
+    if name in REWARD_NAMES:
+        raise ValueError(f"Tu función se llama como una del curso ({name}): ponle un nombre propio.")
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError) as exc:
+        raise ValueError(f"No puedo leer el código de {name} ({exc}): vuelve a ejecutar la celda que la define.") from None
+    header = ('"""Mi recompensa para GRPO en GSM8K (ejercicio E4). La escribe el cuaderno E4 con el código de tu celda:\n'
+              'edítala allí, no aquí."""\n\n')
+    Path(path).write_text(header + textwrap.dedent(source), encoding="utf-8")
+    return f"{path}:{name}"
+
+
 def run_name(profile: Profile, funcs) -> str:
     """``e4-<profile>-<8 hex digits>``: one run folder per version of the student's functions."""
     own = own_functions(funcs)
