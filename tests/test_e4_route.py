@@ -40,3 +40,27 @@ def test_a_finished_run_is_read_without_training(tmp_path):
     said = []
     assert e4.train_or_read(gpu, names, funcs, runs_root=tmp_path, echo=said.append) == folder.root
     assert any("ya terminó" in line for line in said)
+
+
+def cuenta_en_el_think(completions, **kwargs):
+    import re
+
+    from rewards import completion_text
+
+    return [0.3 if re.search(r"<think>[^<]*\d\s*[-+*/]\s*\d", completion_text(c)) else 0.0 for c in completions]
+
+
+def test_the_notebook_function_is_written_to_the_file_that_trains(tmp_path, monkeypatch):
+    from rewards import examples
+
+    monkeypatch.chdir(tmp_path)
+    spec = e4.write_reward_file(cuenta_en_el_think)
+    assert spec == "mi_recompensa.py:cuenta_en_el_think"
+    loaded = reward_functions([*REWARD_NAMES, spec])
+    assert loaded[-1] is not cuenta_en_el_think and loaded[-1].__name__ == "cuenta_en_el_think"
+    table = examples.check_against_hacks(examples.score_table(loaded))
+    assert "razonamiento de relleno" in table["closed"]
+    command = e4.terminal_command(get_profile("rtx5090"), [*REWARD_NAMES, spec], loaded, tmp_path)
+    assert f"--rewards {','.join(REWARD_NAMES)}," in command and "mi_recompensa.py:cuenta_en_el_think" in command
+    with pytest.raises(ValueError, match="nombre propio"):
+        e4.write_reward_file(reward_functions(["format_reward"])[0])

@@ -37,7 +37,9 @@ keeps working in the notebooks):
 - ``curves``: statistics of one curve (spread, threshold, steps and seconds to reach it);
 - ``e1``, ``e2``, ``e3``: each exercise's comparison rows and table columns;
 - ``fluency_measures``: repetition, distinct-n, and a model's log-probabilities (perplexity, KL estimate) for E3;
-- ``plots``: tables and figures for the notebooks.
+- ``plots``: tables and figures for the notebooks;
+- ``practice``: the metrics table the student's comparison code reads, a small practice table built from the
+  variant definitions for the instant check, and the check against ``e1_rows``/``e2_rows``/``e3_rows``.
 """
 
 from __future__ import annotations
@@ -74,6 +76,14 @@ from labs.exercises.fluency_measures import (
     perplexity,
     repetition_rate,
     words,
+)
+from labs.exercises.practice import (
+    COMPARISON_COLUMNS,
+    check_comparison,
+    check_table,
+    course_rows,
+    metrics_frame,
+    practice_runs,
 )
 from labs.exercises.plots import COLORS, FIGURES_DIR, figure_path, fmt, plot_bars, plot_series, table
 from labs.exercises.runs import (
@@ -121,6 +131,7 @@ from labs.exercises.variants import (
 )
 
 __all__ = [
+    "COMPARISON_COLUMNS", "check_comparison", "check_table", "course_rows", "metrics_frame", "practice_runs",
     "BUDGETS", "EXERCISE_HOURS", "budget_steps", "planned_hours", "planned_hours_es", "recorded_budget", "save_budget",
     "COLORS", "DEFAULT_FLUENCY_SAMPLES", "E1_COLUMNS", "E2_COLUMNS", "E2_REWARDS", "E3_BETAS", "E3_BETAS_BY_PROFILE",
     "E3_COLUMNS", "FIGURES_DIR", "FLUENCY_SAMPLES", "GROUP_SIZES", "LESSON_GROUP_SIZES", "REPETITION_N",

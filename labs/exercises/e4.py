@@ -5,7 +5,8 @@ it beside the lesson's three (``reward_functions([..., "mi_recompensa.py:funcion
 the function gets its own run folder (``run_name``: the name carries a hash of the source), so editing
 the function and running again trains anew instead of reusing a run made with the old version. Level 4
 asks for a comparison run where the format-hacking detector fires: the E2 run (format only) is that
-comparison when it exists (``comparison_runs``).
+comparison when it exists (``comparison_runs``). The grader finds the evidence in any finished run of the
+submission (``labs.grading.level4_evidence``), so the E4 run counts beside a longer L7.1 main run.
 """
 
 from __future__ import annotations
@@ -30,6 +31,30 @@ def own_functions(funcs) -> list[dict]:
     return [r for r in describe_reward_functions(funcs, REWARD_NAMES) if r["own"]]
 
 
+REWARD_FILE = "mi_recompensa.py"
+
+
+def write_reward_file(func, path: str | Path = REWARD_FILE) -> str:
+    """Write the student's function (its source, as defined in the notebook) to ``path``; returns the name
+    ``archivo.py:funcion`` that ``--rewards`` and ``reward_functions`` load. What trains is this file."""
+    import inspect
+    import textwrap
+
+    name = getattr(func, "__name__", "")
+    if not callable(func) or not name.isidentifier() or name == "<lambda>":
+        raise ValueError("Escribe tu recompensa como una función con nombre (def mi_recompensa(completions, **kwargs): ...).")
+    if name in REWARD_NAMES:
+        raise ValueError(f"Tu función se llama como una del curso ({name}): ponle un nombre propio.")
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError) as exc:
+        raise ValueError(f"No puedo leer el código de {name} ({exc}): vuelve a ejecutar la celda que la define.") from None
+    header = ('"""Mi recompensa para GRPO en GSM8K (ejercicio E4). La escribe el cuaderno E4 con el código de tu celda:\n'
+              'edítala allí, no aquí."""\n\n')
+    Path(path).write_text(header + textwrap.dedent(source), encoding="utf-8")
+    return f"{path}:{name}"
+
+
 def run_name(profile: Profile, funcs) -> str:
     """``e4-<profile>-<8 hex digits>``: one run folder per version of the student's functions."""
     own = own_functions(funcs)
@@ -49,18 +74,18 @@ def comparison_runs(profile: Profile, runs_root=None) -> list[Path]:
 
 
 def grade_lines(grade) -> list[str]:
-    """What the C2b grader says about the student's run, in Spanish lines for the notebook."""
-    lines = [f"Funciones propias que reconoce el evaluador: {', '.join(grade.own_rewards) or 'ninguna'}."]
-    if not grade.comparisons:
-        lines.append(
-            "Sin ejecución de comparación: para el nivel 4 hace falta una (por ejemplo la de E2, solo formato) en la "
-            "que el detector de hacking de formato salte."
-        )
-    for other in grade.comparisons:
-        verdict = other.hacking.message if other.hacking is not None else "sin métricas."
-        lines.append(f"Comparación '{other.name}': {verdict}")
-    if grade.hacking is not None:
-        lines.append(f"Tu ejecución: {grade.hacking.message}")
+    """What the C2b grader says of the runs folder (``labs.grading.grade_runs``), in Spanish lines for the notebook.
+
+    Criteria 1-3 come from the main run (the grader's rule); the level-4 evidence from every finished run
+    (``labs.grading.level4_evidence``, the rule the grader and the rubric's self-check also use).
+    """
+    from labs.grading import level4_lines
+
+    if grade is None:
+        return ["Aún no hay ninguna ejecución terminada que evaluar."]
+    verdicts = ", ".join(f"criterio {c.number}: {c.verdict}" for c in grade.criteria[:3])
+    lines = [f"Ejecución principal, la que juzga los criterios 1 a 3: '{grade.run_dir.name}' ({verdicts})."]
+    lines += level4_lines(grade.level4)
     lines.append(f"Nivel sugerido: {grade.level}. {grade.level_reason}")
     return lines
 

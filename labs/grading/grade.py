@@ -4,15 +4,18 @@ Level rule (a suggestion; criterion 4 is always checked by the instructor):
 
 - any of criteria 1-3 "no cumple" -> "por debajo del nivel 3";
 - any of criteria 1-3 "no se puede determinar" -> no suggestion (the report says what is missing);
-- criteria 1-3 met -> "nivel 3"; it becomes "nivel 4" when the run uses reward functions beyond the
-  course's three (``COURSE_REWARDS``) *and* the submission holds evidence that a named hack was
-  prevented: a comparison run where the format-hacking detector fires while the main run is clean
-  (an E2-style comparison). Own functions without that evidence -> "nivel 3 (posible nivel 4)".
+- criteria 1-3 met (on the main run) -> "nivel 3"; it becomes "nivel 4" when ``level4_evidence`` finds,
+  among *all* the finished runs of the submission (not only the main one), a run with reward functions
+  beyond the course's three (``COURSE_REWARDS``) whose format-hacking detector stays clean *and* another
+  finished run where that detector fires (an E2-style comparison). Own functions without that comparison
+  -> "nivel 3 (posible nivel 4)". ``level4_evidence`` is the one rule: the grader, the rubric notebook's
+  self-check and E4 all call it, and RUBRIC.md states it.
 """
 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,13 +25,27 @@ from labs.core import runfolder as rf
 from . import criteria as cr
 from .holdout import check_holdout
 from .inputs import Problem, RunData, find_value, load_run
-from .submissions import find_notebooks, find_run_folders, read_notebook
+from .submissions import exercise_predictions, find_notebooks, find_run_folders, read_notebook, rubric_notebook
 
 LEVEL_4 = "nivel 4"
 LEVEL_3 = "nivel 3"
 LEVEL_3_MAYBE_4 = "nivel 3 (posible nivel 4)"
 BELOW_3 = "por debajo del nivel 3"
 NO_LEVEL = "sin sugerencia"
+
+
+@dataclass
+class Level4Evidence:
+    """Where the level-4 evidence is: the run with the student's own reward functions, and the
+    comparison run in which the hack they close shows up (None when the submission has none)."""
+
+    run: str
+    own_rewards: list[str]
+    comparison: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.comparison is not None
 
 
 @dataclass
@@ -44,6 +61,8 @@ class RunGrade:
     comparisons: list["RunGrade"] = field(default_factory=list)
     level: str = NO_LEVEL
     level_reason: str = ""
+    level4: Level4Evidence | None = None  # which runs carry the level-4 evidence (``level4_evidence``)
+    predictions: dict[str, str | None] = field(default_factory=dict)  # E1-E3 predictions from the notebooks
     problems: list[str] = field(default_factory=list)  # about the submission as a whole
 
     @property
@@ -101,20 +120,58 @@ def grade_run(run_dir: str | Path, comparisons=(), notebook: dict | None = None)
         return _failed_grade(run_dir.name, run_dir, exc)
 
 
-def hack_prevented(grade: RunGrade) -> str | None:
-    """The evidence that a named hack was prevented, in Spanish, or None."""
-    if grade.hacking is None or grade.hacking.holds is not False:
-        return None
-    for other in grade.comparisons:
-        if other.hacking is not None and other.hacking.holds:
-            return (
-                f"La ejecución de comparación '{other.name}' muestra hacking de formato y la principal no "
-                "(detalle en «Ejecuciones de comparación» y «Qué observar»)"
-            )
+def _finished(grade: RunGrade) -> bool:
+    status = grade.data.status or {}
+    return status.get("state") == rf.STATE_FINISHED
+
+
+def level4_evidence(grades: Sequence[RunGrade]) -> Level4Evidence | None:
+    """The level-4 rule, over every run of a submission (the main run first, then the others).
+
+    Evidence is a finished run with own reward functions (names beyond ``COURSE_REWARDS``) whose
+    format-hacking detector stays clean, plus another finished run where that detector fires: the hack
+    shows up without the student's functions and not with them. Returns the complete evidence if any
+    pair exists; else the first finished run with own functions (no comparison: a possible level 4);
+    else None.
+    """
+    finished = [g for g in grades if _finished(g)]
+    own = [g for g in finished if g.own_rewards]
+    hacked = [g for g in finished if g.hacking is not None and g.hacking.holds]
+    for g in own:
+        if g.hacking is None or g.hacking.holds is not False:
+            continue
+        other = next((h for h in hacked if h.run_dir != g.run_dir), None)
+        if other is not None:
+            return Level4Evidence(g.run_dir.name, list(g.own_rewards), other.run_dir.name)
+    if own:
+        return Level4Evidence(own[0].run_dir.name, list(own[0].own_rewards))
     return None
 
 
+def level4_lines(evidence: Level4Evidence | None) -> list[str]:
+    """The level-4 evidence in Spanish, as the report, the self-check and E4 say it."""
+    if evidence is None:
+        return [f"Ninguna ejecución terminada usa funciones de recompensa propias (distintas de {', '.join(cr.COURSE_REWARDS)})."]
+    lines = [f"Funciones propias ({', '.join(evidence.own_rewards)}) en la ejecución '{evidence.run}'."]
+    if evidence.complete:
+        lines.append(f"La ejecución de comparación '{evidence.comparison}' muestra hacking de formato y '{evidence.run}' no.")
+    else:
+        lines.append(
+            "Falta una ejecución de comparación terminada en la que el detector de hacking de formato salte (por ejemplo "
+            f"la de E2, solo formato) mientras que en '{evidence.run}' no."
+        )
+    return lines
+
+
+def hack_prevented(grade: RunGrade) -> str | None:
+    """The complete level-4 evidence of ``grade`` and its comparisons, in Spanish, or None."""
+    evidence = level4_evidence([grade, *grade.comparisons])
+    return " ".join(level4_lines(evidence)) if evidence is not None and evidence.complete else None
+
+
 def suggest_level(grade: RunGrade) -> None:
+    """Criteria 1-3 on the main run; the level-4 evidence from every run (``level4_evidence``)."""
+    grade.level4 = level4_evidence([grade, *grade.comparisons])
     first3 = grade.criteria[:3]
     failed = [f"{c.number}" for c in first3 if c.verdict == cr.NO_CUMPLE]
     unknown = [f"{c.number}" for c in first3 if c.verdict == cr.NO_SE_PUEDE]
@@ -125,20 +182,19 @@ def suggest_level(grade: RunGrade) -> None:
         grade.level = NO_LEVEL
         grade.level_reason = f"No se puede determinar el criterio {', '.join(unknown)}: mira los motivos en su sección."
         return
-    base = "Cumple los criterios 1 a 3; el nivel depende también de las explicaciones (criterio 4)."
-    if not grade.own_rewards:
+    base = f"La ejecución principal ('{grade.run_dir.name}') cumple los criterios 1 a 3; el nivel depende también de las explicaciones (criterio 4)."
+    evidence = grade.level4
+    if evidence is None:
         grade.level = LEVEL_3
-        grade.level_reason = f"{base} Usa solo las funciones de recompensa del curso ({', '.join(cr.COURSE_REWARDS)}); el nivel 4 pide funciones propias."
+        grade.level_reason = f"{base} Ninguna ejecución terminada usa funciones propias: solo las del curso ({', '.join(cr.COURSE_REWARDS)}); el nivel 4 las pide."
         return
-    evidence = hack_prevented(grade)
-    own = ", ".join(grade.own_rewards)
-    if evidence:
+    if evidence.complete:
         grade.level = LEVEL_4
-        grade.level_reason = f"{base} Funciones propias: {own}. {evidence}."
+        grade.level_reason = f"{base} {' '.join(level4_lines(evidence))}"
     else:
         grade.level = LEVEL_3_MAYBE_4
         grade.level_reason = (
-            f"{base} Tiene funciones propias ({own}), pero la entrega no trae una ejecución de comparación en la que se vea "
+            f"{base} {level4_lines(evidence)[0]} Pero la entrega no trae una ejecución de comparación en la que se vea "
             "el hacking que evitan: el instructor decide si la evidencia que aporta basta."
         )
 
@@ -166,7 +222,8 @@ def grade_submission(root: str | Path, name: str | None = None, problems=(), ski
     try:
         runs = find_run_folders(root, skip=skip) if root.is_dir() else []
         notebooks = find_notebooks(root) if root.is_dir() else []
-        notebook = read_notebook(notebooks[0]) if notebooks else None
+        rubric = rubric_notebook(notebooks)
+        notebook = read_notebook(rubric) if rubric is not None else None
         if not runs:
             text = "la entrega no contiene ninguna carpeta de ejecución (con run.json, status.json, metrics.jsonl o eval/)"
             data = RunData(root=root, problems=[Problem(a, f"No se puede evaluar {w} porque {text}.") for a, w in (
@@ -176,6 +233,7 @@ def grade_submission(root: str | Path, name: str | None = None, problems=(), ski
             loaded = sorted((load_run(r) for r in runs), key=_main_run_key)
             grade = _grade(loaded[-1], loaded[:-1], notebook)
         grade.name = name
+        grade.predictions = exercise_predictions(notebooks)
         grade.problems = list(problems) + grade.problems
         return grade
     except Exception as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import criteria as cr
 from .figures import plot_curves, plot_holdout
-from .grade import RunGrade
+from .grade import RunGrade, level4_lines
 from .submissions import slug
 
 REPORT_NAME = "informe.md"
@@ -90,6 +90,8 @@ def render_markdown(grade: RunGrade, figures: list[tuple[str, str]]) -> str:
         "",
         f"**Nivel sugerido: {esc(grade.level)}.** {esc(grade.level_reason)}",
         "",
+        f"**Evidencia del nivel 4** (se busca en todas las ejecuciones terminadas): {esc(' '.join(level4_lines(grade.level4)))}",
+        "",
         "_Sugerencia automática calculada con los archivos de la ejecución; el criterio 4 (explicaciones) y el "
         "nivel final los decide el instructor. Los umbrales se justifican en `labs/grading/RUBRIC.md`._",
         "",
@@ -111,6 +113,7 @@ def render_markdown(grade: RunGrade, figures: list[tuple[str, str]]) -> str:
             lines += _explanations(c)
         else:
             lines += _bullets("Notas", c.notes)
+    lines += _predictions(grade)
     if figures:
         lines += ["## Figuras", ""]
         for caption, rel in figures:
@@ -157,6 +160,16 @@ def _explanations(c: cr.Criterion) -> list[str]:
             lines.append("  - _(sin respuesta en el notebook)_")
     lines.append("")
     return lines
+
+
+def _predictions(grade: RunGrade) -> list[str]:
+    """The one-sentence predictions the student wrote in E1-E3 before seeing the results."""
+    if not grade.predictions:
+        return []
+    lines = ["## Predicciones de los ejercicios (escritas antes de ver los resultados)", ""]
+    for exercise, text in sorted(grade.predictions.items()):
+        lines.append(f"- {exercise}: " + (f"«{esc(text)}»" if text else "_(sin predicción en el notebook)_"))
+    return lines + [""]
 
 
 def write_report(grade: RunGrade, out_dir: str | Path) -> Path:
@@ -209,7 +222,7 @@ def csv_row(grade: RunGrade, student: str, report: Path | None, out_dir: Path) -
         "mcnemar_p": _num(c3.values.get("mcnemar_p"), 6),
         "hacking_formato": {True: "sí", False: "no", None: "no se sabe"}[grade.hacking.holds] if grade.hacking else "no se sabe",
         "funciones_recompensa": ";".join(c4.values.get("reward_functions", [])),
-        "funciones_propias": ";".join(grade.own_rewards),
+        "funciones_propias": ";".join(grade.level4.own_rewards if grade.level4 else grade.own_rewards),
         "respuestas_escritas": sum(1 for a in answers.values() if a),
         "motivos": " | ".join(" ".join(r.split()) for r in (reasons + grade.problems))[:2000],
         "informe": str(report.relative_to(out_dir)) if report else "",

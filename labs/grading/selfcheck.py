@@ -1,4 +1,10 @@
-"""The student's self-check from the rubric notebook: find (or produce) a run, grade it, show the report."""
+"""The student's self-check from the rubric notebook: find a run, grade it as the instructor will, show the report.
+
+The self-check grades the same pool the instructor's grader does: the main run by the grader's rule
+(``choose_run``) and every other run folder beside it, where the level-4 evidence is also looked for
+(``grade.level4_evidence``). Training is never started from here on a GPU profile unless asked
+(``entrenar_aqui``): without a finished run the notebook gets the terminal command.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from labs.core.spanish import plural
 from .grade import RunGrade, _main_run_key, grade_run
 from .inputs import load_run
 from .report import write_report
+from .submissions import exercise_predictions, find_notebooks, read_notebook, rubric_notebook
 
 SELFCHECK_DIR = "_c2b_autoevaluacion"  # under runs_dir(); its name starts with "_" so it is never a run
 
@@ -85,12 +92,27 @@ def choose_run(root: Path | None = None) -> tuple[Path | None, str]:
     return best, why + pending
 
 
-def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = None, echo=print) -> Path:
-    """The run folder to grade: ``run_dir`` if given, else the main run by the grader's rule, else a new L7.1 run.
+def other_runs(run_dir: Path) -> list[Path]:
+    """The run folders beside ``run_dir``: the rest of the submission, where the level-4 evidence is also looked for."""
+    run_dir = Path(run_dir)
+    return [f for f in _run_folders(run_dir.parent) if f.resolve() != run_dir.resolve()]
 
-    ``choose_run`` picks among the finished runs and ``echo`` prints which one and why. The last step calls
-    ``labs.l71.run_lab(profile=profile)``, which trains with the L7.1 recipe and returns the run folder
-    (minutes on the ``ci``/``cpu`` profiles, hours on ``rtx5090``).
+
+def grade_runs(root: Path | None = None) -> RunGrade | None:
+    """What the instructor's grader says of the runs under ``root`` (default ``runs_dir()``): the main run by
+    the grader's rule, every other run folder as a comparison. None when no run has finished."""
+    main, _ = choose_run(root)
+    return grade_run(main, comparisons=other_runs(main)) if main is not None else None
+
+
+def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = None, echo=print,
+                     entrenar_aqui: bool = False) -> Path:
+    """The run folder to grade: ``run_dir`` if given, else the main run by the grader's rule, else an L7.1 run.
+
+    ``choose_run`` picks among the finished runs and ``echo`` prints which one and why. With no finished run,
+    the L7.1 recipe trains here (``labs.l71.run_lab``) only on a CPU profile (minutes) or with
+    ``entrenar_aqui``; on a GPU profile (hours) it raises ``RuntimeError`` with the exact terminal command,
+    as the L7.1 notebook does (``labs.l71.notebook.open_run``).
     """
     if run_dir is not None:
         path = Path(run_dir)
@@ -111,19 +133,36 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
             f"No hay ninguna ejecución terminada en {runs_dir()} y el laboratorio L7.1 (labs.l71) no está disponible "
             "en esta copia del curso. Ejecuta primero el notebook del L7.1 o indica la carpeta de tu ejecución."
         ) from None
-    echo("Lanzo la receta del L7.1 con tu perfil para tener una ejecución que evaluar.")
-    return Path(l71.run_lab(profile=profile))
+    from labs.core.profiles import get_profile
+
+    chosen = get_profile(profile)
+    command = f"python -m labs l71 --profile {chosen.name}"  # the L7.1 notebook's terminal command (same run folder)
+    if not (entrenar_aqui or chosen.use_cpu):
+        raise RuntimeError(
+            f"No hay ninguna ejecución terminada que evaluar. Entrena la receta del L7.1 en una terminal, desde la carpeta "
+            f"del curso: {command}\nCuando termine, vuelve a ejecutar esta celda: solo lee la carpeta. (Para entrenar "
+            "aquí, pon ENTRENAR_AQUI = True; son horas en la GPU, atadas a esta pestaña del navegador.)"
+        )
+    echo(f"Entreno aquí la receta del L7.1 con el perfil '{chosen.name}' (es lo mismo que {command}).")
+    return Path(l71.run_lab(profile=chosen.name))
 
 
-def self_check(run_dir: str | Path, comparisons=(), out_dir: str | Path | None = None) -> tuple[RunGrade, Path]:
-    """Grade the student's run (and comparison runs, for level 4) as the instructor will.
+def self_check(run_dir: str | Path, comparisons=None, out_dir: str | Path | None = None,
+               notebooks_dir: str | Path | None = None) -> tuple[RunGrade, Path]:
+    """Grade the student's run as the instructor will, and write the report.
 
-    The report goes to ``runs_dir()/_c2b_autoevaluacion/<run>`` unless ``out_dir`` says otherwise;
-    returns (grade, report path).
+    ``comparisons``: the other runs (default: every run folder beside ``run_dir``, as the grader takes a
+    submission's other runs). ``notebooks_dir``: where the student's notebooks are saved (the rubric's
+    answers and the E1-E3 predictions go into the report). The report goes to
+    ``runs_dir()/_c2b_autoevaluacion/<run>`` unless ``out_dir`` says otherwise; returns (grade, report path).
     """
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else runs_dir() / SELFCHECK_DIR / run_dir.name
-    grade = grade_run(run_dir, comparisons=[Path(c) for c in comparisons])
+    comparisons = other_runs(run_dir) if comparisons is None else [Path(c) for c in comparisons]
+    notebooks = find_notebooks(Path(notebooks_dir)) if notebooks_dir is not None else []
+    rubric = rubric_notebook(notebooks)
+    grade = grade_run(run_dir, comparisons=comparisons, notebook=read_notebook(rubric) if rubric else None)
+    grade.predictions = exercise_predictions(notebooks)
     return grade, write_report(grade, out_dir)
 
 

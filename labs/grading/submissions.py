@@ -2,7 +2,9 @@
 
 A class folder holds one entry per student: a folder, or a ``.zip`` file, containing one or more run
 folders (a folder with ``run.json``, ``status.json``, ``metrics.jsonl`` or ``eval/``), possibly nested,
-and optionally the student's ``C2b_rubrica.ipynb``.
+and optionally the student's ``C2b_rubrica.ipynb`` and exercise notebooks (``E1_*.ipynb`` to ``E3_*.ipynb``,
+whose one-sentence predictions the report quotes; ``exercise_predictions`` reads them without executing
+anything).
 
 Zip files are never extracted with ``extractall``. Each member is checked and only the kinds of file the
 grader reads (JSON, JSON lines, PNG, CSV, notebooks) are copied, into a folder inside the output
@@ -14,6 +16,7 @@ symbolic links.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -35,6 +38,8 @@ MAX_ZIP_TOTAL_BYTES = 512 * 1024 * 1024  # what one submission may unpack, all f
 MAX_WALK_DEPTH = 4
 MAX_RUNS_PER_SUBMISSION = 20
 NOTEBOOK_NAME = "C2b_rubrica.ipynb"
+PREDICTION_EXERCISES = ("E1", "E2", "E3")  # notebook E1_*.ipynb holds ``prediccion_e1 = "..."``, and so on
+MAX_PREDICTION_CHARS = 1000
 
 
 @dataclass
@@ -102,6 +107,51 @@ def find_notebooks(root: Path) -> list[Path]:
         if len(found) > 50:
             break
     return sorted(found, key=lambda p: (p.name != NOTEBOOK_NAME, len(p.parts), str(p)))
+
+
+def exercise_of(path: Path) -> str | None:
+    """``E1`` for ``E1_tamano_de_grupo.ipynb`` (and E2, E3); None for any other notebook."""
+    head = path.name.split("_", 1)[0].upper()
+    return head if head in PREDICTION_EXERCISES and path.suffix == ".ipynb" else None
+
+
+def rubric_notebook(notebooks: list[Path]) -> Path | None:
+    """The rubric notebook among ``find_notebooks``' list: the exact name, else the first that is not an exercise."""
+    return next((p for p in notebooks if exercise_of(p) is None), None)
+
+
+def prediction_in(notebook: dict | None, exercise: str) -> str | None:
+    """The string assigned to ``prediccion_e1`` (``e2``, ``e3``) in a notebook's code cells, read with ``ast``
+    (never executed); None when missing, still the stub (``...``) or not a literal string."""
+    name = f"prediccion_{exercise.lower()}"
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    found = None
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source")
+        text = "".join(s for s in source if isinstance(s, str)) if isinstance(source, list) else source
+        if not isinstance(text, str) or name not in text:
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                found = " ".join(node.value.value.split())[:MAX_PREDICTION_CHARS] or None
+    return found
+
+
+def exercise_predictions(notebooks: list[Path]) -> dict[str, str | None]:
+    """E1-E3's predictions from the student's exercise notebooks (the shallowest notebook of each exercise)."""
+    out: dict[str, str | None] = {}
+    for path in notebooks:
+        exercise = exercise_of(path)
+        if exercise is not None and exercise not in out:
+            out[exercise] = prediction_in(read_notebook(path), exercise)
+    return out
 
 
 def _safe_member_path(name: str) -> PurePosixPath | None:

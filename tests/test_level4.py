@@ -1,0 +1,125 @@
+"""Level 4 counts wherever the student earned it (issue 25, item 4), and the E1-E3 predictions reach the report.
+
+Criteria 1-3 are graded on the main run (the 500-step L7.1 run with the course's rewards); the level-4
+evidence (own reward functions plus a comparison run in which the hack shows up) is looked for in every
+finished run. The grader, the rubric's self-check and E4 share ``level4_evidence``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+from rundirs import e2_run, good_run, history, make_run, paired_verdicts
+
+from labs.exercises import e4
+from labs.grading import grade as grade_module
+from labs.grading import grade_submission, selfcheck, submissions
+from labs.grading.report import render_markdown
+
+OWN = {"correctness_reward": 1.0, "format_reward": 1.0, "soft_format_reward": 1.0, "razonamiento_con_cuentas": 1.0}
+
+
+def student_runs(root, *, e4_state="finished", with_e2=True):
+    """L7.1 (500 steps, course rewards), E4 (250 steps, an own reward) and, optionally, E2 (format only)."""
+    l71 = good_run(root, "l71-rtx5090", metrics=history(500, seed=1), lab="L7.1")
+    rows = history(250, seed=2, extra={"razonamiento_con_cuentas": (0.1, 0.3)})
+    kw = {} if e4_state == "finished" else {"state": e4_state, "step": 120}
+    own = make_run(root, "e4-rtx5090-1a2b3c4d", metrics=rows, rewards=OWN, lab="E4", max_steps=250,
+                   verdicts=paired_verdicts(280, 140, 60, 20), **kw)
+    e2 = e2_run(root, "e2-rtx5090-solo-formato") if with_e2 else None
+    return l71, own, e2
+
+
+def test_level_4_from_an_e4_run_beside_a_longer_main_run(tmp_path):
+    student = tmp_path / "ana"
+    l71, own, e2 = student_runs(student)
+    g = grade_submission(student)
+    assert g.run_dir == l71  # the 500-step run is the main one, as before
+    assert g.verdicts[:3] == ["cumple"] * 3
+    assert g.own_rewards == []  # the main run uses only the course's functions ...
+    assert g.level == grade_module.LEVEL_4  # ... and level 4 still counts, from the E4 run
+    assert g.level4 == grade_module.Level4Evidence(own.name, ["razonamiento_con_cuentas"], e2.name)
+    text = render_markdown(g, [])
+    assert f"en la ejecución '{own.name}'" in text and f"comparación '{e2.name}' muestra hacking de formato" in text
+
+
+def test_without_the_comparison_it_is_a_possible_level_4_naming_the_run(tmp_path):
+    student = tmp_path / "luis"
+    _, own, _ = student_runs(student, with_e2=False)
+    g = grade_submission(student)
+    assert g.level == grade_module.LEVEL_3_MAYBE_4
+    assert g.level4 == grade_module.Level4Evidence(own.name, ["razonamiento_con_cuentas"], None)
+    assert own.name in g.level_reason
+
+
+def test_an_unfinished_own_reward_run_is_no_evidence(tmp_path):
+    student = tmp_path / "eva"
+    student_runs(student, e4_state="running")
+    g = grade_submission(student)
+    assert g.level == grade_module.LEVEL_3 and g.level4 is None
+
+
+def test_criteria_1_to_3_still_decide_on_the_main_run(tmp_path):
+    student = tmp_path / "rosa"
+    make_run(student, "l71-rtx5090", metrics=history(500, seed=1), verdicts=paired_verdicts(300, 142, 30, 28))
+    _, own, e2 = student_runs(tmp_path / "tmp")
+    for run in (own, e2):
+        (student / run.name).parent.mkdir(parents=True, exist_ok=True)
+        run.rename(student / run.name)
+    g = grade_submission(student)
+    assert g.run_dir.name == "l71-rtx5090" and g.level == grade_module.BELOW_3
+    assert g.level4 is not None and g.level4.complete  # the evidence is there, criteria 1-3 are not
+
+
+def test_self_check_and_e4_use_the_same_rule_and_runs_as_the_grader(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    l71, own, e2 = student_runs(tmp_path)
+    main = selfcheck.find_or_make_run(echo=lambda line: None)
+    assert main == l71
+    grade, report = selfcheck.self_check(main)
+    graded = grade_submission(tmp_path)
+    assert grade.level == graded.level == grade_module.LEVEL_4
+    assert grade.level4 == graded.level4
+    assert own.name in report.read_text()
+    seen = selfcheck.grade_runs()
+    lines = e4.grade_lines(seen)
+    assert any(l71.name in line for line in lines) and any(own.name in line and e2.name in line for line in lines)
+    assert lines[-1].startswith(f"Nivel sugerido: {grade_module.LEVEL_4}")
+
+
+def test_c2b_prints_the_terminal_command_instead_of_training_on_a_gpu_profile(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    calls = []
+    fake = types.ModuleType("labs.l71")
+    fake.run_lab = lambda profile=None, run_name=None: calls.append(profile) or tmp_path / "x"
+    monkeypatch.setitem(sys.modules, "labs.l71", fake)
+    with pytest.raises(RuntimeError, match="python -m labs l71 --profile rtx5090") as err:
+        selfcheck.find_or_make_run(profile="rtx5090", echo=lambda line: None)
+    assert "ENTRENAR_AQUI" in str(err.value) and calls == []
+    assert selfcheck.find_or_make_run(profile="rtx5090", entrenar_aqui=True, echo=lambda line: None) == tmp_path / "x"
+    assert calls == ["rtx5090"]
+
+
+def notebook_with(cells: list[str]) -> dict:
+    return {"cells": [{"cell_type": "code", "metadata": {}, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
+
+
+def test_predictions_are_read_from_the_exercise_notebooks_without_running_them(tmp_path):
+    student = tmp_path / "ana"
+    good_run(student, "l71-rtx5090")
+    nbs = student / "notebooks"
+    nbs.mkdir()
+    (nbs / "E1_tamano_de_grupo.ipynb").write_text(json.dumps(notebook_with(
+        ["import os", 'prediccion_e1 = "Con G = 16 la curva será menos ruidosa <b>pero</b> más lenta."  # mi frase'])))
+    (nbs / "E2_reward_hacking.ipynb").write_text(json.dumps(notebook_with(["prediccion_e2 = ..."])))
+    (nbs / "E3_peso_kl.ipynb").write_text(json.dumps(notebook_with(["%%time\nprediccion_e3 = 'x'", "prediccion_e3 = open('x').read()"])))
+    (nbs / submissions.NOTEBOOK_NAME).write_text(json.dumps(notebook_with([])))
+    g = grade_submission(student)
+    assert g.predictions == {"E1": "Con G = 16 la curva será menos ruidosa <b>pero</b> más lenta.", "E2": None, "E3": None}
+    text = render_markdown(g, [])
+    assert "E1: «Con G = 16 la curva será menos ruidosa &lt;b&gt;pero&lt;/b&gt; más lenta.»" in text
+    assert "E2: _(sin predicción en el notebook)_" in text
+    assert "No se encontró el notebook C2b_rubrica.ipynb" not in text  # the rubric is not mistaken for E1
