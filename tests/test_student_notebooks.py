@@ -137,3 +137,10 @@ def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(s
         assert "Traceback" not in on_stub[name], on_stub[name]
         assert "All test cases passed" in on_solution[name] or "passed!" in on_solution[name], (
             f"{source.name}: on the solution, check {name} did not pass:\n{on_solution[name]}")
+
+
+def test_the_course_has_at_least_25_student_written_code_cells():
+    """Issue 23's floor: the student writes the lesson's code (each question is an answer cell with its check)."""
+    per_notebook = {s.stem: len(question_names(nbformat.read(assign.STUDENT_DIR / s.name, as_version=4)))
+                    for s in SOURCES}
+    assert sum(per_notebook.values()) >= 25, per_notebook
