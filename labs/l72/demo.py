@@ -108,6 +108,10 @@ class Demo:
         self.monitor: ResourceMonitor | None = None
         what = "run completo" if self.full else f"demo de {self.profile.max_steps} pasos"
         show(f"{what.capitalize()} con el perfil {self.profile.name}: {self.backend.name}, carpeta {self.run.root}.")
+        if self.on_gpu:
+            from labs.vram.timeplan import LABEL_ES, time_plan
+
+            show(f"Tiempo en una 5090 ({LABEL_ES}): {time_plan(self.profile, 'unsloth').breakdown_es()}, más la carga.")
 
     @property
     def on_gpu(self) -> bool:
