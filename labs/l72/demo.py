@@ -62,7 +62,10 @@ def demo_profile(profile: Profile) -> Profile:
     notebook's CPU run of the whole lab starts its own engine later in the same kernel.
     """
     if profile.use_cpu:
-        return get_profile("ci").replace(backend="unsloth", use_vllm=False, format_pass=False)
+        # 16 new tokens: without vLLM, TRL generates with transformers, and a first ci-sized try at 64 tokens
+        # took 411 s for one step on this course's 2-core CI machine (metrics.jsonl, step_time).
+        return get_profile("ci").replace(backend="unsloth", use_vllm=False, format_pass=False,
+                                         max_completion_length=16, eval_max_new_tokens=16)
     return l72_profile(profile)[0].replace(**DEMO_GPU)
 
 
