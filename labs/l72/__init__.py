@@ -25,7 +25,10 @@ Modules, one job each:
 - ``fallback``: the CPU path (``FallbackLab``);
 - ``lab``: ``run_lab``, which picks the path;
 - ``compare``: L7.1 against L7.2 (``ensure_l71_run``, ``lab_record``, ``comparison_table``, ``plot_comparison``);
-- ``cli``: ``main``, the command line.
+- ``cli``: ``main``, the command line;
+- ``answers``: the checks of the Unsloth cells the student writes in the notebook (no model, no import);
+- ``standin``: the CPU stand-in for ``FastLanguageModel`` those cells call on a CPU profile;
+- ``demo``: the notebook's runs: a few-step demo through the student's cells, and the long runs it only reads.
 
 Everything the notebook and the tests use is re-exported here (``from labs import l72``).
 """

@@ -34,6 +34,27 @@ class UnslothLoadFailed(RuntimeError):
 # --------------------------------------------------------------------------------------------------
 
 
+def import_order_problem(modules, environ) -> str | None:
+    """Why the import order is already wrong in ``modules``/``environ`` (Spanish), or None if it is right.
+
+    The rule the guard below enforces, also used on the order of a student's cell (labs.l72.answers):
+    unsloth imported without ``UNSLOTH_VLLM_STANDBY=1``, or trl/transformers/peft imported before unsloth.
+    """
+    if "unsloth" in modules:
+        if environ.get(STANDBY_ENV, "0") == "0":
+            return ("unsloth ya está importado en este proceso sin UNSLOTH_VLLM_STANDBY=1, y Standby solo se "
+                    "activa si la variable existe ANTES de importar unsloth. Reinicia el kernel (o el proceso) "
+                    "y ejecuta primero la celda que activa Standby.")
+        return None
+    early = [name for name in ORDER_SENSITIVE_MODULES if name in modules]
+    if early:
+        return (f"Ya se importó {', '.join(early)} antes que unsloth. Unsloth parchea esos módulos al "
+                "importarse; lo que se importó antes se queda sin parchear (sin el motor vLLM compartido, sin "
+                "Standby, sin su pérdida por trozos) y no hay forma de arreglarlo dentro de este proceso. "
+                "Reinicia el kernel y ejecuta esta celda antes que cualquier import de trl, transformers o peft.")
+    return None
+
+
 def enable_standby_and_import_unsloth(modules: dict | None = None, environ=None):
     """Set ``UNSLOTH_VLLM_STANDBY=1``, then import unsloth, refusing if the order is already wrong.
 
@@ -56,22 +77,11 @@ def enable_standby_and_import_unsloth(modules: dict | None = None, environ=None)
     """
     modules = sys.modules if modules is None else modules
     environ = os.environ if environ is None else environ
+    problem = import_order_problem(modules, environ)
+    if problem is not None:
+        raise ImportOrderError(problem)
     if "unsloth" in modules:
-        if environ.get(STANDBY_ENV, "0") == "0":
-            raise ImportOrderError(
-                "unsloth ya está importado en este proceso sin UNSLOTH_VLLM_STANDBY=1, y Standby solo se "
-                "activa si la variable existe ANTES de importar unsloth. Reinicia el kernel (o el proceso) "
-                "y ejecuta primero la celda que activa Standby."
-            )
         return modules["unsloth"]
-    early = [name for name in ORDER_SENSITIVE_MODULES if name in modules]
-    if early:
-        raise ImportOrderError(
-            f"Ya se importó {', '.join(early)} antes que unsloth. Unsloth parchea esos módulos al "
-            "importarse; lo que se importó antes se queda sin parchear (sin el motor vLLM compartido, sin "
-            "Standby, sin su pérdida por trozos) y no hay forma de arreglarlo dentro de este proceso. "
-            "Reinicia el kernel y ejecuta esta celda antes que cualquier import de trl, transformers o peft."
-        )
     environ[STANDBY_ENV] = "1"
     import unsloth  # noqa: PLC0415 - the whole point is *when* this runs
 
