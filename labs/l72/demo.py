@@ -31,6 +31,7 @@ from labs.l72.memory import MemoryFraction
 from labs.l72.standby import STANDBY_ENV, ImportOrderError, UnslothLoadFailed, import_order_problem
 from labs.l72.standin import CpuFastLanguageModel
 from labs.l72.steps import LAB, finish_resources, start
+from labs.l72.trainer import make_trainer as make_l72_trainer
 
 L72_GPU_PROFILE = "rtx5090"
 DEMO_LAB = "L7.2-demo"  # not "L7.2": a demo run is never the lab's run, nor a comparison's
@@ -182,8 +183,10 @@ class Demo:
         l71.write_run_json(run, profile, LAB if self.full else DEMO_LAB, self.reward_funcs, model_name, {
             "base_label": base_label, "backend_used": self.backend.name, "backend_reason_es": self.backend.reason_es,
             "vllm_memory_fraction": self.fraction.as_dict(), "written_by": "el cuaderno L7.2 (celdas del alumno)"})
-        trainer = recipe.make_trainer(profile, run, model, self.reward_funcs,
-                                      course_data.to_dataset(splits["train"]), processing_class=tokenizer)
+        # L7.2's trainer (labs.l72.trainer): the course's values pinned where Unsloth's GRPOConfig would swap its
+        # own, TRL's "ref" adapter dropped (vLLM refuses its LoRA keys), trainer.args recorded in run.json.
+        trainer = make_l72_trainer(profile, run, model, self.reward_funcs, course_data.to_dataset(splits["train"]),
+                                   show=self.show, processing_class=tokenizer)
         rows, max_new = splits["eval"], profile.eval_max_new_tokens
         if self.on_gpu:
             from labs.l72.lora import evaluate_unsloth, save_adapter
