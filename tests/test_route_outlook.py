@@ -9,7 +9,7 @@ import pytest
 from labs.__main__ import main as labs_main
 from labs.core import profile_choice, profiles
 from labs.core.profiles import PROFILE_ENV, get_profile
-from labs.route.outlook import length_outlook, recommend, render_es
+from labs.grading.outlook import length_outlook, recommend, render_es
 
 
 def record(profile="rtx5090", accuracy=0.80, last=None, mean_length=300.0, n=200):
@@ -75,7 +75,7 @@ def test_accept_saves_what_the_newest_rehearsal_recommended(runs, capsys):
 
 
 def test_the_rehearsal_hook_prints_the_recommendation_and_never_raises(capsys):
-    from labs.route.outlook import print_recommendation
+    from labs.grading.outlook import print_recommendation
 
     rec = print_recommendation(record(accuracy=0.90, last=0.95))
     assert rec.profile == "rtx5090-base" and "--accept" in capsys.readouterr().out

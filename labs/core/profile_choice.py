@@ -31,7 +31,7 @@ def choice_path(root: Path | str | None = None) -> Path:
 
 def save_choice(name: str, *, why: str = "", source: str = "manual", root: Path | str | None = None) -> Path:
     """Remember ``name`` as the student's profile; ``source`` says who chose it ("manual", "ensayo")."""
-    from labs.core.profiles import PROFILES, ProfileError
+    from labs.core.profile_table import PROFILES, ProfileError
 
     key = (name or "").strip().lower()
     if key not in PROFILES:
@@ -51,7 +51,7 @@ def save_choice(name: str, *, why: str = "", source: str = "manual", root: Path 
 
 def read_choice(root: Path | str | None = None) -> dict | None:
     """The saved record, None when nothing was saved; ``{"error": ...}`` when the file cannot be used."""
-    from labs.core.profiles import PROFILES
+    from labs.core.profile_table import PROFILES
 
     path = choice_path(root)
     if not path.exists():
@@ -81,7 +81,7 @@ def saved_default(cuda_visible, root: Path | str | None = None) -> tuple[str, st
     ``cuda_visible`` is a callable (``labs.core.profiles.cuda_available``), called only for a saved GPU
     profile. The reasons are Spanish: the labs print them next to the profile's name.
     """
-    from labs.core.profiles import PROFILES
+    from labs.core.profile_table import PROFILES
 
     record = read_choice(root)
     if record is None:

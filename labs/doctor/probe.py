@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import importlib.util
-import netrc
 import os
 import platform
 import re
@@ -31,6 +30,7 @@ from labs.doctor import pins
 from labs.doctor.downloads import hub_models_of_all_profiles
 from labs.doctor.gpu_stack import unsloth_repo_map, vllm_cuda_facts
 from labs.core.paths import GSM8K_DIR, cache_dir
+from labs.core.wandb_account import wandb_facts  # noqa: F401  re-exported: the doctor reports it
 
 SCHEMA_VERSION = 1
 
@@ -306,26 +306,6 @@ def hub_reachability(timeout: float = HUB_TIMEOUT_S) -> dict:
         return {"checked": True, "reachable": True, "reason": f"{host}:{port}"}
     reason = result.get("error") or f"sin respuesta de {host}:{port} en {timeout:g} s"
     return {"checked": True, "reachable": False, "reason": reason}
-
-
-def wandb_facts() -> dict:
-    """wandb's mode and whether it would find a key; reads files, never prompts."""
-    mode = os.environ.get("WANDB_MODE", "").strip().lower() or None
-    if os.environ.get("WANDB_DISABLED", "").strip().lower() in TRUE_VALUES:
-        mode = "disabled"
-    source = None
-    if os.environ.get("WANDB_API_KEY", "").strip():
-        source = "WANDB_API_KEY"
-    else:
-        host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
-        path = Path(os.environ.get("NETRC") or os.path.expanduser("~/.netrc"))
-        try:
-            if path.exists() and netrc.netrc(str(path)).authenticators(host):
-                source = str(path)
-        except (netrc.NetrcParseError, OSError):
-            pass  # an unreadable netrc means "not logged in", which is what wandb would conclude
-    return {"installed": dist_version("wandb") is not None, "mode": mode,
-            "logged_in": source is not None, "key_source": source}
 
 
 def profile_facts(given: dict | None = None) -> dict:

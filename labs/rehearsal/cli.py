@@ -158,7 +158,7 @@ def rehearse(args) -> tuple[Path, int]:
     if record["failure"]:
         print(f"[ensayo] FALLÓ ({record['failure']['kind']}): {record['failure']['message_es']}", file=sys.stderr)
     print(f"[ensayo] Registro: {root / REHEARSAL_JSON}\n[ensayo] Informe para enviar: {root / INFORME}")
-    from labs.route.outlook import print_recommendation
+    from labs.grading.outlook import print_recommendation
 
     print_recommendation(record)  # which profile to train, and the command that saves the choice
     return root, 0 if record["status"] == "ok" else 1

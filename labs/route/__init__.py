@@ -148,12 +148,12 @@ def route_profile() -> tuple[Profile, str]:
 def outlook_es(rehearsal: dict | None = None) -> str:
     """Before any training: what each 5090 profile can show for criteria 2 and 3 (Spanish).
 
-    From the rehearsal's record when there is one (``labs.route.outlook.recommend``); else what the rules
+    From the rehearsal's record when there is one (``labs.grading.outlook.recommend``); else what the rules
     themselves say before anything is measured, and the command that measures it.
     """
     from labs.core import ceiling
     from labs.core.diagnostics import MIN_DISCORDANT_SHARE, MIN_GAIN
-    from labs.route import outlook
+    from labs.grading import outlook
 
     if rehearsal is None:
         path = outlook.newest_rehearsal()

@@ -1,7 +1,7 @@
 """``python -m labs profile``: show, choose or forget the profile every lab uses (``labs.core.profile_choice``).
 
 - no option: the profile ``get_profile()`` returns here and why;
-- ``--accept``: save what the newest rehearsal recommended (``labs.route.outlook.recommend``);
+- ``--accept``: save what the newest rehearsal recommended (``labs.grading.outlook.recommend``);
 - ``--choose NAME``: save NAME;
 - ``--forget``: remove the saved choice (back to the automatic one).
 """
@@ -13,7 +13,7 @@ import sys
 
 from labs.core import profile_choice
 from labs.core.profiles import PROFILES, ProfileError, default_profile_name, get_profile
-from labs.route import outlook
+from labs.grading import outlook
 
 # What RUBRIC asks of an instruct run, said where the student chooses (issue 25 item 2).
 INSTRUCT_NOTE_ES = (

@@ -194,7 +194,7 @@ def prepare_environment(profile: Profile, run: RunFolder) -> None:
     if "wandb" in profile.report_to:
         # Online when logged in (WANDB_API_KEY or ~/.netrc); offline otherwise: no account needed, the run
         # folder keeps it and `wandb sync` uploads it later. WANDB_MODE set by the student wins.
-        from labs.doctor.probe import wandb_facts
+        from labs.core.wandb_account import wandb_facts
 
         os.environ.setdefault("WANDB_MODE", "online" if wandb_facts()["logged_in"] else "offline")
         os.environ.setdefault("WANDB_DIR", str(run.root))
