@@ -15,7 +15,7 @@ import pytest
 from labs.core import runfolder
 from labs.core.profiles import get_profile
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.trains  # trains a real ci run (conftest adds slow); the guard in tests/conftest.py requires the mark
 STUDENT_LR = 2.5e-5
 
 

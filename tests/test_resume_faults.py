@@ -21,7 +21,7 @@ import pytest
 from labs.core import runfolder
 from labs.training import checkpoints
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.trains  # trains a real ci run (conftest adds slow); the guard in tests/conftest.py requires the mark
 RUN_NAME = "test-resume-faults"
 STEPS, LIMIT = 3, 5
 SLOW_FILE = Path(__file__).resolve().parent / "data" / "recompensa_lenta.py"

@@ -512,7 +512,7 @@ def test_drop_reference_adapter_on_a_peft_model_with_two_adapters():
         assert torch.equal(model(input_ids=ids).logits, reference)
 
 
-@pytest.mark.slow
+@pytest.mark.trains  # one real GRPOTrainer step on a wrapped PEFT model (conftest adds slow)
 def test_l72_trainer_on_a_wrapped_peft_model_drops_trls_ref_and_records_trainer_args(tmp_path, tokenizer, monkeypatch):
     """The GPU path's shape on a CPU: GRPOTrainer gets a model that is already a PEFT model, with beta != 0."""
     from datasets import Dataset
