@@ -26,6 +26,7 @@ def run(tmp_path_factory):
     from labs.l71 import settings
 
     runs = tmp_path_factory.mktemp("runs")
+    session_area = os.environ.get("COURSE_RUNS")  # the session's run area (conftest.py): put back below
     os.environ["COURSE_RUNS"] = str(runs)  # settings.save writes under runs_dir()
     try:
         profile = get_profile("ci")
@@ -33,7 +34,10 @@ def run(tmp_path_factory):
                   **{k: getattr(profile, k) for k in settings.LESSON_KNOBS}, "learning_rate": STUDENT_LR}
         settings.save(GRPOConfig(**kwargs), profile, echo=lambda _: None)
     finally:
-        del os.environ["COURSE_RUNS"]
+        if session_area is None:
+            del os.environ["COURSE_RUNS"]
+        else:
+            os.environ["COURSE_RUNS"] = session_area
     env = dict(os.environ, COURSE_RUNS=str(runs), PYTHONUNBUFFERED="1")
     done = subprocess.run([sys.executable, "-m", "labs", "l71", "--profile", "ci"], env=env,
                           capture_output=True, text=True, timeout=1500)
