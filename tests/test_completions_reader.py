@@ -1,6 +1,6 @@
 """labs.training.completions picks one prompt across training and one holdout problem before/after.
 
-The files here have the layout TRL 1.x writes (tests/test_l71_student_run.py checks that on a real run);
+The files here have the layout TRL 1.x writes (tests/test_l71_run.py checks that on a real run);
 these tests pin the choice rules on cases a 2-step run cannot produce (a prompt generated at several steps).
 """
 

@@ -1,4 +1,4 @@
-"""A student's reward that hangs from a chosen step on (tests/test_resume_faults.py).
+"""A student's reward that hangs from a chosen step on (tests/test_l71_run.py).
 
 It reads ``trainer_state.global_step`` as a schedule would (TRL passes the trainer's state), and
 sleeps for an hour from step ``RECOMPENSA_LENTA_DESDE_PASO`` on, as a runaway regular expression would
