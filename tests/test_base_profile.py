@@ -129,9 +129,9 @@ def test_format_pass_saves_a_plain_checkpoint_that_stops_at_the_turn_end(tmp_pat
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    base = _base_like_copy(tmp_path)  # from the course cache's converted model (its conversion: test_models.py)
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))  # an empty cache: the pass must train
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    base = _base_like_copy(tmp_path)
     profile = get_profile("ci").replace(use_lora=use_lora, lora_r=4, lora_alpha=8, format_pass_examples=4, format_pass_epochs=1)
     rows = course_data.course_splits(profile)["format"]
     primed = format_pass.prime(str(base), profile, rows)
