@@ -71,7 +71,7 @@ notebooks: $(STAMP)
 $(STAMP): $(REQUIREMENTS) Makefile pyproject.toml tools/uv_sources.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifeq ($(STACK),cpu)
-	# uv installs the same pins in about 30 s where pip takes 5-6 minutes (tools/uv_sources.py says why the
+	# uv installs the same pins in about 1.5 min where pip takes 5-6 minutes (tools/uv_sources.py says why the
 	# index line is stripped and where torch+cpu comes from); pip with requirements.txt as it is stays the fallback.
 	# --compile-bytecode: pip writes .pyc files at install and uv does not; where PYTHONDONTWRITEBYTECODE is set
 	# (as on CI's machine) every process would then compile torch, vLLM and TRL from source (imports 40 s, not 23 s).
