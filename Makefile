@@ -26,6 +26,11 @@ STAMP := $(VENV)/.installed-$(STACK)
 # Test command used by README and .ci/run. Notebooks run on the `ci` profile (smallest budgets).
 TEST_ENV := COURSE_PROFILE=ci WANDB_MODE=offline HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PYTEST_ARGS ?=
+# Two workers (pytest-xdist): the suite's trainings are half generation, which one thread runs as fast as two,
+# so two at once with a thread each finish in 1.15x the time of one (conftest.py sets the threads, the
+# groups and their order). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --no-loadscope-reorder)
 # Source notebooks (solutions in place; notebooks/ holds the student versions otter assign generates from
 # them: `make notebooks`), in course order: the C2b rubric notebook grades a run that the L7.1 notebook left; E4 (your own
 # reward) comes after E2, whose format-only run it uses as the level-4 comparison.
@@ -50,17 +55,17 @@ ifeq ($(STACK),gpu)
 # On the GPU stack (TRL 1.15, which cannot train GRPO on a CPU) the CPU-profile training tests and the
 # notebooks cannot run: the unit tests, then the rehearsal on the GPU's own profile (python -m labs rehearse).
 test: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 -m "not slow" tests $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) -m "not slow" tests $(PYTEST_ARGS)
 	WANDB_MODE=$${WANDB_MODE:-offline} $(PY) -m labs rehearse $(ARGS)
 else
 test: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 --nbval-lax --nbval-current-env \
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests $(NOTEBOOKS) $(PYTEST_ARGS)
 endif
 
 check: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 -m "$(CHECK_MARKERS)" tests $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) -m "$(CHECK_MARKERS)" tests $(PYTEST_ARGS)
 
 setup: $(STAMP)
 

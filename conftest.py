@@ -10,21 +10,86 @@ on what the working tree holds. The session therefore points ``COURSE_RUNS`` at 
 before any test runs; the kernels nbval starts, and every subprocess a test starts, inherit it. The folder
 lives under the session's pytest temporary folder, so ``tmp_path_retention_policy`` (pyproject.toml) applies:
 removed after a session that passed, kept for the last failed one.
+
+Two workers (``make test`` runs ``pytest -n 2``, pytest-xdist): each worker is a test
+session of its own, with its own run area, and gets an equal share of the CPU cores (``OMP_NUM_THREADS``,
+inherited by kernels and children): two trainings with two threads each on two cores took five times as
+long as one alone, with one thread each they take 1.15 times as long (both together, measured). A fixture
+shared by a file's tests must run once, so every test is grouped with its file; the notebooks that read the
+run the L7.1 notebook trained (E1-E3 use it as their reference run, C2b grades it, E4 compares with E2's
+run) are one group, in course order. Groups that train go first, so the long ones do not start last.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
 RUN_AREA_ENV = "COURSE_RUNS"
+# Notebooks that read what an earlier one left in the run area: one xdist group, in the order collected
+# (the Makefile's NOTEBOOKS list, course order).
+L71_CHAIN = ("L7_1_", "E1_", "E2_", "E3_", "E4_", "C2b_")
+L71_CHAIN_GROUP = "l71-notebook-chain"
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin has made the session's temporary folder factory
 def pytest_configure(config):
     run_area = config._tmp_path_factory.mktemp("course-runs", numbered=False)
     os.environ[RUN_AREA_ENV] = str(run_area)  # overrides any COURSE_RUNS of the shell: the suite reads only its own
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        import sys
+
+        if "torch" in sys.modules:  # imported before this hook: the variable alone no longer applies
+            sys.modules["torch"].set_num_threads(threads)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Under two workers, a port of its own for each test's torch.distributed group.
+
+    TRL's colocate mode takes the first of 29500, 23456, ... that looks free when ``MASTER_PORT`` is unset
+    and binds it seconds later: two workers starting a trainer at once both took 29500 and one failed with
+    EADDRINUSE. Set before the test's fixtures, so its kernels and children inherit it.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        from labs.exercises.child import free_port  # free on the IPv6 wildcard too, unlike TRL's check
+
+        os.environ["MASTER_PORT"] = str(free_port())
+
+
+def group_of(nodeid: str) -> str:
+    """The unit one worker runs whole: the test's file, or the L7.1 notebook chain."""
+    file = nodeid.split("::", 1)[0]
+    if file.startswith("sources/") and Path(file).name.startswith(L71_CHAIN):
+        return L71_CHAIN_GROUP
+    return file
+
+
+if importlib.util.find_spec("xdist"):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CourseScheduling(LoadScopeScheduling):
+        """xdist's file-scope scheduling with the L7.1 notebook chain as one unit.
+
+        Not ``--dist loadgroup``: pytest-xdist 3.8.0 marks a group by rewriting ``item._nodeid``, which pytest
+        9.2's ``nodeid`` (read from ``item._id``) no longer sees, so every cell went to any worker.
+        """
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    def pytest_xdist_make_scheduler(config, log):
+        return CourseScheduling(config, log)
+
+
+def _heavy(item) -> bool:
+    return bool(item.get_closest_marker("trains") or item.get_closest_marker("notebook"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the markers
@@ -35,3 +100,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.notebook)
         if item.get_closest_marker("trains") or item.get_closest_marker("notebook"):
             item.add_marker(pytest.mark.slow)  # the GPU stack's `-m "not slow"` keeps skipping them
+    # CourseScheduling hands out whole groups in collection order (with --no-loadscope-reorder):
+    # the L7.1 notebook chain, the longest, first; then every group that trains or runs a notebook; then the
+    # rest, short tests that fill the end. Order inside a group is kept, and the same on every worker.
+    groups: dict[str, list] = {}
+    for item in items:
+        groups.setdefault(group_of(item.nodeid), []).append(item)
+
+    def rank(name: str) -> int:
+        return 0 if name == L71_CHAIN_GROUP else 1 if any(_heavy(i) for i in groups[name]) else 2
+
+    items[:] = [item for name in sorted(groups, key=rank) for item in groups[name]]  # sorted() is stable
