@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,6 @@ def pytest_configure(config):
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, (os.cpu_count() or 1) // workers)
         os.environ["OMP_NUM_THREADS"] = str(threads)
-        import sys
-
         if "torch" in sys.modules:  # imported before this hook: the variable alone no longer applies
             sys.modules["torch"].set_num_threads(threads)
 
