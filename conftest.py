@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 RUN_AREA_ENV = "COURSE_RUNS"
-# Notebooks that read what an earlier one left in the run area: one xdist group, in the order collected
+# Notebooks that read what an earlier one left in the run area: one scheduling unit, in the order collected
 # (the Makefile's NOTEBOOKS list, course order).
 L71_CHAIN = ("L7_1_", "E1_", "E2_", "E3_", "E4_", "C2b_")
 L71_CHAIN_GROUP = "l71-notebook-chain"
@@ -43,9 +42,7 @@ def pytest_configure(config):
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, (os.cpu_count() or 1) // workers)
-        os.environ["OMP_NUM_THREADS"] = str(threads)
-        if "torch" in sys.modules:  # imported before this hook: the variable alone no longer applies
-            sys.modules["torch"].set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)  # before any test imports torch (no plugin here does)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -97,7 +94,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if type(item).__module__.startswith("nbval"):
             item.add_marker(pytest.mark.notebook)
-        if item.get_closest_marker("trains") or item.get_closest_marker("notebook"):
+        if _heavy(item):
             item.add_marker(pytest.mark.slow)  # the GPU stack's `-m "not slow"` keeps skipping them
     # CourseScheduling hands out whole groups in collection order (with --no-loadscope-reorder):
     # the L7.1 notebook chain, the longest, first; then every group that trains or runs a notebook; then the

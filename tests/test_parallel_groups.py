@@ -1,4 +1,4 @@
-"""The two-worker split (conftest.py at the root): which tests one worker must run together, and in what order."""
+"""The two-worker split (conftest.py at the root): which tests one worker must run together."""
 
 from __future__ import annotations
 
