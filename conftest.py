@@ -16,8 +16,9 @@ session of its own, with its own run area, and gets an equal share of the CPU co
 inherited by kernels and children): two trainings with two threads each on two cores took five times as
 long as one alone, with one thread each they take 1.15 times as long (both together, measured). A fixture
 shared by a file's tests must run once, so every test is grouped with its file; the notebooks that read the
-run the L7.1 notebook trained (E1-E3 use it as their reference run, C2b grades it, E4 compares with E2's
-run) are one group, in course order. Groups that train go first, so the long ones do not start last.
+run the L7.1 notebook trained (L7.2 compares with it, E1-E3 use it as their reference run, C2b grades it, E4
+compares with E2's run) are one group, in course order: on another worker, L7.2 and E1-E3 would train that
+run again (about 1.5 minutes each). Groups that train go first, so the long ones do not start last.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import pytest
 RUN_AREA_ENV = "COURSE_RUNS"
 # Notebooks that read what an earlier one left in the run area: one scheduling unit, in the order collected
 # (the Makefile's NOTEBOOKS list, course order).
-L71_CHAIN = ("L7_1_", "E1_", "E2_", "E3_", "E4_", "C2b_")
+L71_CHAIN = ("L7_1_", "L7_2_", "E1_", "E2_", "E3_", "E4_", "C2b_")
 L71_CHAIN_GROUP = "l71-notebook-chain"
 
 

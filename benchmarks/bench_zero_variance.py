@@ -1,6 +1,6 @@
 """Share of GRPO groups whose G rewards are all equal, before and after the format pass.
 
-    python benchmarks/bench_zero_variance.py [--profile cpu] [--prompts 64]
+    python benchmarks/bench_zero_variance.py [--profile cpu] [--prompts 64] [--max-completion-length N]
 
 A group whose G completions all get the same reward has advantage 0 for every completion: it teaches
 nothing (TRL logs the share of such groups as ``frac_reward_zero_std``). This script samples G
@@ -33,6 +33,8 @@ from rewards import format_reward
 
 which, profile_name, n_prompts, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 profile = get_profile(profile_name)
+if int(sys.argv[5]) > 0:
+    profile = profile.replace(max_completion_length=int(sys.argv[5]))
 start = models.model_path(profile)
 tokenizer = AutoTokenizer.from_pretrained(start)
 splits = data.course_splits(profile, tokenizer)
@@ -76,8 +78,9 @@ os._exit(0)
 """
 
 
-def sample(which: str, profile: str, prompts: int, seed: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, which, profile, str(prompts), str(seed)],
+def sample(which: str, profile: str, prompts: int, seed: int, max_completion_length: int = 0) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, which, profile, str(prompts), str(seed),
+                           str(max_completion_length)],
                           capture_output=True, text=True)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -90,13 +93,17 @@ def main() -> None:
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--prompts", type=int, default=64, help="groups to sample (GRPO training prompts)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-completion-length", type=int, default=0,
+                        help="new tokens per completion (default: the profile's own)")
     args = parser.parse_args()
-    results = [sample(which, args.profile, args.prompts, args.seed) for which in ("base", "primed")]
+    results = [sample(which, args.profile, args.prompts, args.seed, args.max_completion_length)
+               for which in ("base", "primed")]
     for r in results:
         print(f"{r['model']:>6}: {r['zero_std_groups']}/{r['groups']} groups with zero reward variance "
               f"({r['frac_reward_zero_std']:.1%}); {r['completions_in_format']}/{r['completions']} completions "
               f"in the answer format; mean reward {r['mean_reward']:.3f}  [{r['path']}]")
-    print(json.dumps({"profile": args.profile, "results": results}))
+    print(json.dumps({"profile": args.profile, "max_completion_length": args.max_completion_length or None,
+                      "results": results}))
 
 
 if __name__ == "__main__":

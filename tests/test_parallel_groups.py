@@ -20,9 +20,10 @@ def test_the_notebooks_that_read_the_l71_run_share_its_worker():
     conftest = _root_conftest()
     notebooks = re.findall(r"sources/(\w+?)_\*\.ipynb", (ROOT / "Makefile").read_text(encoding="utf-8"))
     chain = {n for n in notebooks if conftest.group_of(f"sources/{n}_x.ipynb::Cell 0") == conftest.L71_CHAIN_GROUP}
-    assert chain == {"L7_1", "E1", "E2", "E3", "E4", "C2b"}
+    assert chain == {"L7_1", "L7_2", "E1", "E2", "E3", "E4", "C2b"}
     # every other notebook, and every test file, is a unit of its own
-    assert conftest.group_of("sources/L7_2_unsloth_standby.ipynb::Cell 3") == "sources/L7_2_unsloth_standby.ipynb"
+    assert conftest.group_of("sources/L6_de_policy_gradient_a_grpo.ipynb::Cell 3") == \
+        "sources/L6_de_policy_gradient_a_grpo.ipynb"
     assert conftest.group_of("tests/test_l71_run.py::test_x[ci]") == "tests/test_l71_run.py"
 
 

@@ -174,7 +174,7 @@ CPU = Profile(
     eval_size=32,
     max_prompt_tokens=256,
     num_generations=4,
-    # 64 new tokens as on ci: a third fewer decoding steps in every step and evaluation, which is most of
+    # 64 new tokens (ci has 32): a third fewer decoding steps in every step and evaluation, which is most of
     # a step's time on a CPU (benchmarks/bench_footprint.py).
     max_completion_length=64,
     # Eight completions per step (two prompts), trained one at a time: the activations of one sequence
@@ -223,14 +223,15 @@ CI = CPU.replace(
     # The format pass is the costliest part of a fresh CI run (64 examples x 2 epochs: 8 min on 2 cores);
     # 16 examples still teach the format to part of the completions (benchmarks/bench_zero_variance.py).
     format_pass_examples=16,
-    # 64 new tokens instead of the cpu profile's 96: a quarter fewer generated tokens in every step and
-    # evaluation of the suite's ten runs, and the rewards still vary inside every group (bench_zero_variance
-    # --profile ci: 0/32 groups without variance, against 1/32 at 96 tokens).
-    max_completion_length=64,
+    # 32 new tokens, half the cpu profile's 64: vLLM's decoding is most of a CPU step (one ci run with one
+    # thread: 28 s a step at 64 tokens, 17 s at 32; the whole run 105 s against 75 s), and the suite trains
+    # about fifteen ci runs. The rewards still vary inside the groups: `bench_zero_variance.py --profile ci
+    # --prompts 32` found 1/32 groups without variance at 32 tokens and 3/32 at 64 (after the format pass).
+    max_completion_length=32,
     # The holdout evaluation only has to run on ci (8 problems, nothing to conclude), and vLLM's decoding on
-    # a 2-core CPU costs per token, not per problem (its weights are read once a token: about 0.25 s a token
-    # for all 8 at once, measured): 32 tokens halve both evaluations of every ci run of the suite.
-    eval_max_new_tokens=32,
+    # a 2-core CPU costs per token, not per problem (its weights are read once a token for all 8 at once):
+    # 16 tokens halve both evaluations of every ci run of the suite again (they were 32).
+    eval_max_new_tokens=16,
 )
 
 # The same 5090 run from a base model, as Unsloth's own Qwen3 (4B) GRPO notebook does it
