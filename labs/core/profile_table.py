@@ -228,9 +228,9 @@ CI = CPU.replace(
     # about fifteen ci runs. The rewards still vary inside the groups: `bench_zero_variance.py --profile ci
     # --prompts 32` found 1/32 groups without variance at 32 tokens and 3/32 at 64 (after the format pass).
     max_completion_length=32,
-    # The holdout evaluation only has to run on ci (8 problems, nothing to conclude), and vLLM's decoding on
-    # a 2-core CPU costs per token, not per problem (its weights are read once a token for all 8 at once):
-    # 16 tokens halve both evaluations of every ci run of the suite again (they were 32).
+    # The holdout evaluation only has to run on ci (8 problems, nothing to conclude): 16 new tokens instead
+    # of 32 shorten both evaluations of every ci run of the suite. Not by half: reading the 8 prompts
+    # (prefill) is a large part of an evaluation on a CPU (py-spy of one ci run, December 2026).
     eval_max_new_tokens=16,
 )
 
