@@ -188,16 +188,17 @@ def test_evaluation_is_paired_and_complete(resumed):
     run = resumed["run"]
     base = runfolder.read_jsonl(run.path(runfolder.EVAL_BASE))
     trained = runfolder.read_jsonl(run.path(runfolder.EVAL_TRAINED))
-    assert [r["id"] for r in base] == [r["id"] for r in trained] and len(base) == 8
+    n = resumed["profile"].eval_size
+    assert [r["id"] for r in base] == [r["id"] for r in trained] and len(base) == n
     for record in base + trained:
         assert set(runfolder.EVAL_RECORD_KEYS) <= set(record)
         assert record["id"].startswith("gsm8k-test-")
     summary = runfolder.read_json(run.path(runfolder.EVAL_SUMMARY))
-    assert summary["n"] == 8 and summary["dataset"] == "openai/gsm8k:main:test"
-    assert summary["base_accuracy"] == sum(r["correct"] for r in base) / 8
+    assert summary["n"] == n and summary["dataset"] == "openai/gsm8k:main:test"
+    assert summary["base_accuracy"] == sum(r["correct"] for r in base) / n
     # the format-independent reading, for both models
-    assert summary["base_accuracy_last_number"] == sum(r["correct_last_number"] for r in base) / 8
-    assert summary["trained_accuracy_last_number"] == sum(r["correct_last_number"] for r in trained) / 8
+    assert summary["base_accuracy_last_number"] == sum(r["correct_last_number"] for r in base) / n
+    assert summary["trained_accuracy_last_number"] == sum(r["correct_last_number"] for r in trained) / n
     for record in base + trained:  # correct_last_number: the last number read equals the gold
         assert record["correct_last_number"] == (record["last_number"] == str(record["gold"]))
     assert 0.0 <= summary["mcnemar_p"] <= 1.0
@@ -251,7 +252,7 @@ def test_the_grader_counts_the_students_function_beside_an_e2_comparison(resumed
     assert g.own_rewards == [STUDENT_REWARD, SLOW_REWARD]
     assert STUDENT_REWARD in g.criterion(4).evidence[0]
     assert g.comparisons[0].hacking.holds is True and g.comparisons[0].own_rewards == []
-    # On ci the main run has 2 steps and 8 holdout problems: criteria 1 and 3 cannot be decided, the
+    # This run has 3 steps and 4 holdout problems: criteria 1 and 3 cannot be decided, the
     # detector cannot judge 2 logged steps, so no level is suggested; the report says why.
     assert g.hacking.holds is None and grading.hack_prevented(g) is None
     assert g.level == grading.NO_LEVEL and "No se puede determinar el criterio 1" in g.level_reason

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from labs.core import runfolder
+from labs.core.profiles import CI
 
 pytestmark = pytest.mark.trains
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,9 +99,10 @@ def test_the_same_command_resumes_and_finishes(two_runs):
 def test_the_run_folder_is_written_once(two_runs):
     run = two_runs["run"]
     assert [m["step"] for m in run.metrics()] == [1, 2]  # one line per step, not one per process
-    assert len(runfolder.read_jsonl(run.path(runfolder.EVAL_BASE))) == 8
-    assert len(runfolder.read_jsonl(run.path(runfolder.EVAL_TRAINED))) == 8
-    assert runfolder.read_json(run.path(runfolder.EVAL_SUMMARY))["n"] == 8
+    n = CI.eval_size  # the main process evaluates every holdout problem once
+    assert len(runfolder.read_jsonl(run.path(runfolder.EVAL_BASE))) == n
+    assert len(runfolder.read_jsonl(run.path(runfolder.EVAL_TRAINED))) == n
+    assert runfolder.read_json(run.path(runfolder.EVAL_SUMMARY))["n"] == n
     assert runfolder.read_json(run.path(runfolder.RESOURCES_JSON))["processes"] == 2
     assert (run.curves_dir / "training.png").exists() and (run.root / "grading" / "informe.md").exists()
     assert list(run.model_dir.glob("*.safetensors")) and run.last_checkpoint() is None

@@ -107,7 +107,7 @@ def test_rubric_states_what_each_cpu_profiles_holdout_can_detect(name):
     text = " ".join((Path(__file__).parents[1] / "labs" / "grading" / "RUBRIC.md").read_text().split())
     n = get_profile(name).eval_size
     low, high = (round(stats.mcnemar_detectable_difference(n, share) * 100) for share in (0.10, 0.25))
-    # "`cpu` (32 problemas) solo se detectarían mejoras de 15 a 24", "`ci` (8 problemas) de 27 a 42"
+    # "`cpu` (32 problemas) solo se detectarían mejoras de 15 a 24", "`ci` (4 problemas) de 32 a 50"
     pattern = rf"`{name}` \({n} problemas\) (solo se detectarían mejoras )?de {low} a {high}\b"
     assert re.search(pattern, text), pattern
 

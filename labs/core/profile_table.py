@@ -213,7 +213,9 @@ CI = CPU.replace(
         "pasos de GRPO con un prompt por paso y un checkpoint tras cada uno, y unos pocos problemas de evaluación."
     ),
     train_size=32,
-    eval_size=8,
+    # 4 holdout problems: one wave of the engine's 4 sequences per evaluation instead of two (8 problems),
+    # which halves both evaluations of every ci run; on ci the holdout only has to run, nothing is concluded.
+    eval_size=4,
     num_generations=4,
     per_device_train_batch_size=4,
     gradient_accumulation_steps=1,
@@ -228,9 +230,9 @@ CI = CPU.replace(
     # about fifteen ci runs. The rewards still vary inside the groups: `bench_zero_variance.py --profile ci
     # --prompts 32` found 1/32 groups without variance at 32 tokens and 3/32 at 64 (after the format pass).
     max_completion_length=32,
-    # The holdout evaluation only has to run on ci (8 problems, nothing to conclude): 16 new tokens instead
-    # of 32 shorten both evaluations of every ci run of the suite. Not by half: reading the 8 prompts
-    # (prefill) is a large part of an evaluation on a CPU (py-spy of one ci run, December 2026).
+    # 16 new tokens per holdout answer instead of 32 shorten both evaluations of every ci run of the suite.
+    # Not by half: reading the prompts (prefill) is a large part of an evaluation on a CPU (py-spy of one ci
+    # run, December 2026).
     eval_max_new_tokens=16,
 )
 

@@ -68,7 +68,7 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
     )
     if profile.use_vllm:
         kwargs["vllm_importance_sampling_correction"] = profile.vllm_importance_sampling_correction
-    if profile.bf16:
+    if profile.bf16 and not profile.use_cpu:
         # A model passed by name loads in float32 unless told otherwise: twice the memory.
         kwargs["model_init_kwargs"] = {"dtype": "bfloat16"}
     if profile.use_vllm and profile.vllm_mode == "server":
@@ -297,6 +297,7 @@ def recorded_training(trainer, profile: Profile, run: RunFolder, resume_from: st
     phases.time_rewards(trainer, callback.times, profile.reward_timeout_s)  # a hung reward stops the run
     callback.timed = True
     checkpoints.save_atomically(trainer)  # a kill during a save leaves the previous checkpoint newest
+    checkpoints.skip_archive_checksums()  # half the time of writing the optimizer's state, and unread
     watch = None
     if main:
         watch = phases.SlowStepWatch(callback.times).start()  # says what a far-too-long step is stuck in
