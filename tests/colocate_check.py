@@ -21,7 +21,9 @@ def main(out_path: str) -> None:
     from labs.core.profiles import get_profile
     from labs.core.runfolder import RunFolder
 
-    profile = get_profile("ci").replace(max_steps=2, save_steps=10, learning_rate=1e-4, max_completion_length=24)
+    # float32 as the cpu profile trains (the other ci trainings use bf16 autocast where the CPU has bf16 units)
+    profile = get_profile("ci").replace(max_steps=2, save_steps=10, learning_rate=1e-4, max_completion_length=24,
+                                        bf16=False)
     rows = data.course_splits(profile)["train"][:4]
     with tempfile.TemporaryDirectory(prefix="colocate-") as tmp:  # its checkpoint alone is 1.6 GB
         verdict = train_and_compare(profile, rows, RunFolder(tmp))
@@ -52,6 +54,8 @@ def train_and_compare(profile, rows, run) -> dict:
         "compared": synced["compared"],
         "missing": synced["missing"],
         "steps": trainer.state.global_step,
+        "bf16": trainer.args.bf16,
+        "weight_dtypes": sorted({str(p.dtype) for p in trainer.model.parameters()}),
         "kv_cache_bytes": vllm_cpu_shim.engine_kv_cache_bytes(trainer),
         "kv_cache_planned": vllm_cpu_shim.kv_cache_bytes_for(
             str(models.model_path(profile)), profile.generation_batch_size, profile.vllm_max_model_length

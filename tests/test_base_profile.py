@@ -80,9 +80,12 @@ def test_format_pass_sft_kwargs_exist_in_both_trl_releases(profile_name, stack, 
     assert not unknown, pa.drift_message("SFTConfig (format pass)", f"TRL {trl} + transformers {transformers}", unknown, fields)
 
 
-def test_bf16_profiles_load_the_pass_in_bf16():
+def test_bf16_profiles_load_the_pass_in_bf16_and_a_cpu_trains_it_in_float32():
     assert format_pass.sft_config_kwargs(get_profile(BASE), "x")["model_init_kwargs"] == {"dtype": "bfloat16"}
-    assert format_pass.sft_config_kwargs(get_profile("ci"), "x")["model_init_kwargs"] is None
+    # on a CPU, float32 even where ci's bf16 is on: the cached primed model is the same on every CPU
+    for bf16 in (False, True):
+        kwargs = format_pass.sft_config_kwargs(get_profile("ci", bf16=bf16), "x")
+        assert kwargs["model_init_kwargs"] is None and kwargs["bf16"] is False
 
 
 def test_cache_key_of_cpu_profiles_ignores_lora_and_of_the_base_profile_does_not():

@@ -38,6 +38,7 @@ import pytest
 from safetensors import safe_open
 
 from labs.core import runfolder
+from labs.core.cpu_bf16 import has_bf16_units
 from labs.core.profiles import get_profile
 from labs.training import checkpoints
 
@@ -163,6 +164,9 @@ def test_run_folder_is_complete(resumed):
     assert info["reward_functions"] == COURSE_REWARDS + [STUDENT_REWARD, SLOW_REWARD]
     assert {"torch", "trl", "transformers"} <= set(info["versions"]) and info["hardware"]["cpu_count"]
     assert info["grpo_config"]["use_vllm"] and info["grpo_config"]["vllm_mode"] == "colocate"
+    # what trained it: bf16 autocast where this CPU has bf16 units, float32 weights either way
+    assert info["grpo_config"]["bf16"] is info["profile"]["bf16"] is has_bf16_units()
+    assert "model_init_kwargs" not in info["grpo_config"]
     metric = run.metrics()[-1]
     for key in ("reward", "kl", "completions/mean_length", "rewards/correctness_reward/mean",
                 f"rewards/{STUDENT_REWARD}/mean", "frac_reward_zero_std", "step_time", "course/generation_seconds"):

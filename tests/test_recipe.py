@@ -3,6 +3,7 @@
 import pytest
 
 from labs.training import recipe
+from labs.core.cpu_bf16 import has_bf16_units
 from labs.core.profiles import get_profile
 from labs.core.runfolder import RunFolder, append_jsonl
 
@@ -15,10 +16,12 @@ def test_cpu_profiles_build_a_real_grpo_config(name, tmp_path):
     assert config.num_generations == profile.num_generations
     assert config.use_vllm and config.vllm_mode == "colocate"
     assert config.vllm_max_model_length == profile.max_prompt_tokens + profile.max_completion_length
-    assert config.use_cpu and not config.bf16
+    # float32 weights on every CPU; ci computes its products in bf16 (autocast) where the CPU has bf16 units
+    assert config.use_cpu and config.bf16 == profile.bf16 == (name == "ci" and has_bf16_units())
+    assert not (config.model_init_kwargs or {}).get("dtype")
     assert config.remove_unused_columns is False  # keeps the `answer` column
     assert config.generation_batch_size % config.num_generations == 0
-    # float32 on both sides: the correction's extra forward pass would change nothing (labs.core.profiles)
+    # float32 on both sides (on cpu): the correction's extra forward pass would change nothing (profile_table)
     assert config.vllm_importance_sampling_correction is False
 
 

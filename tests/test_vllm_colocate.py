@@ -1,8 +1,9 @@
 """GRPO with vLLM colocate on CPU really trains, and the engine generates from the trained weights.
 
-Trains (marked ``trains``). What only this module checks: the engine's weights against the trainer's at
-every point of a step (stale before TRL's sync, equal after: the negative control), every parameter
-moved, and the KV cache's size.
+Trains (marked ``trains``), in float32 as the cpu profile does on every CPU. What only this module checks:
+the engine's weights against the trainer's at every point of a step (stale before TRL's sync, equal after:
+the negative control), every parameter moved, the KV cache's size, and a float32 training on a machine
+where the ci profile's other runs use bf16 autocast.
 """
 
 import json
@@ -32,7 +33,7 @@ def test_the_cpu_shim_was_applied(verdict):
 
 
 def test_every_trained_parameter_changed(verdict):
-    assert verdict["steps"] == 2
+    assert verdict["steps"] == 2 and verdict["bf16"] is False and verdict["weight_dtypes"] == ["torch.float32"]
     assert verdict["changed"] == verdict["params"] > 0
 
 

@@ -19,7 +19,7 @@ NOT_CHECKED_ON_CPU = (
     "La ruta GPU de L7.2: Unsloth con Standby, el modelo en 4 bits dentro de vLLM (vllm-bnb-plugin) y la "
     "evaluación del entrenado a través de lora_request. En CPU, L7.2 corre con transformers + PEFT.",
     "Los kernels CUDA de torch y de vLLM, el controlador NVIDIA y el CUDA 13 del entorno de GPU.",
-    "El modelo real (Qwen3-4B-Instruct-2507) en bf16: aquí es SmolLM2-135M en float32.",
+    "El modelo real (Qwen3-4B-Instruct-2507) en bf16: aquí es SmolLM2-135M con sus pesos en float32.",
     "La memoria de la GPU: aquí se mide la RAM (pico de memoria residente) y la fracción de vLLM es de la RAM.",
     "Las horas y el disco estimados son los de este perfil en esta máquina, no los de una RTX 5090.",
 )

@@ -8,7 +8,7 @@ has a signal. The examples come from GSM8K's train split and are disjoint from t
 from the test-split holdout (labs.training.data.course_splits).
 
 The same pass serves a base model on a GPU (the ``rtx5090-base`` profile, Unsloth's Qwen3-4B-Base
-recipe). Three things make that work: the model loads in bf16 when the profile trains in bf16 (TRL's
+recipe). Three things make that work: on a GPU the model loads in bf16 when the profile trains in bf16 (TRL's
 ``SFTTrainer`` loads a model given by name in float32 otherwise); with ``use_lora`` the pass trains a
 LoRA adapter (``labs.training.recipe.lora_config``) and saves it merged into the weights, so GRPO, vLLM
 and the evaluation load an ordinary checkpoint (a full fine-tune of a 4B model with AdamW does not fit
@@ -123,14 +123,16 @@ def sft_config_kwargs(profile: Profile, output_dir: str, eos_token: str | None =
         gradient_accumulation_steps=BATCH_SIZE // MICRO_BATCH_SIZE,
         max_length=profile.max_seq_length,
         use_cpu=profile.use_cpu,
-        bf16=profile.bf16,
+        # On a CPU the pass trains in float32 whatever the profile's bf16 (ci's autocast): it runs once per
+        # cache key, and the primed model is then the same on every CPU.
+        bf16=profile.bf16 and not profile.use_cpu,
         gradient_checkpointing=profile.gradient_checkpointing,
         logging_steps=1,
         save_strategy="no",
         report_to=[],
         seed=profile.seed,
         # A model given by name loads in float32 unless told otherwise: twice the memory of bf16.
-        model_init_kwargs={"dtype": "bfloat16"} if profile.bf16 else None,
+        model_init_kwargs={"dtype": "bfloat16"} if profile.bf16 and not profile.use_cpu else None,
         eos_token=eos_token,
     )
 

@@ -69,7 +69,9 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
     if profile.use_vllm:
         kwargs["vllm_importance_sampling_correction"] = profile.vllm_importance_sampling_correction
     if profile.bf16 and not profile.use_cpu:
-        # A model passed by name loads in float32 unless told otherwise: twice the memory.
+        # A model passed by name loads in float32 unless told otherwise: twice the memory. On a CPU (the ci
+        # profile where the CPU has bf16 units) the weights stay float32 and bf16=True means autocast only:
+        # the float32 vLLM engine then receives exactly the trainer's weights (labs.training.vllm_cpu_shim).
         kwargs["model_init_kwargs"] = {"dtype": "bfloat16"}
     if profile.use_vllm and profile.vllm_mode == "server":
         # The server sizes its own memory and context (`trl vllm-serve --gpu_memory_utilization
@@ -355,7 +357,7 @@ KNOBS_ES = {
     "log_completions": "Guarda lo que escribió el modelo en cada paso (parquet) para leerlo después.",
     "remove_unused_columns": "False: mantiene la columna 'answer', que correctness_reward necesita.",
     "use_cpu": "Solo en los perfiles de CPU: sin GPU, GRPOConfig() falla si no se pide CPU y bf16=False.",
-    "bf16": "En GPU, pesos y activaciones en bfloat16; en CPU, float32.",
+    "bf16": "En GPU, pesos y activaciones en bfloat16. En CPU, float32; el perfil ci, en una CPU con instrucciones bf16, calcula los productos de matrices en bf16 (autocast) con los pesos en float32.",
     "model_init_kwargs": "Carga el modelo en bfloat16: pasado por nombre, TRL lo cargaría en float32 (el doble de memoria).",
     "gradient_checkpointing": "Recalcula activaciones en el backward: menos memoria, algo más de tiempo (en CPU solo cuesta tiempo).",
     "save_steps": "Cada cuántos pasos se guarda un checkpoint; relanzar el mismo comando continúa desde el último.",

@@ -18,8 +18,9 @@ What it does
    (3-D weights) still go through vLLM's own dispatch.
 2. Build TRL's colocated engine in float32. vLLM's CPU back-end otherwise down-casts a float32
    checkpoint to bfloat16: the synced weights would differ from the trainer's by bf16 rounding, and
-   bf16 matrix products are very slow on CPUs without native bf16 instructions. The trainer runs
-   in float32 on CPU (``bf16=False``), so the engine matches it exactly. The same wrapper turns on
+   bf16 matrix products are very slow on CPUs without native bf16 instructions. The trainer's
+   weights are float32 on a CPU (the ci profile's ``bf16=True`` is autocast: only its matrix products
+   run in bf16), so the engine matches them exactly. The same wrapper turns on
    ``enforce_eager``: compiling the model graph on CPU took minutes of start-up here against
    seconds without it, for no gain that a 135M model's short generations can use.
 3. Size the engine's KV cache explicitly, for what it can hold at once (``VLLM_CPU_KVCACHE_SPACE``,
