@@ -8,8 +8,9 @@ their gradients), only rank 0 writes the run folder.
 Generation uses transformers, not vLLM: on the CPU build, TRL's colocate mode would start one vLLM engine
 per process, each reserving its share of the machine's RAM (see labs/training/launch.py and the notebook
 L7.3 for what runs where). Budgets are the smallest that still run every step: 2 steps, 16 new tokens per
-completion and 8 per holdout answer (what is checked is who trains and who writes, not what is learned;
-test_both_processes_end_with_the_same_weights reads from the run whether the weights had to move).
+completion (ci decodes 24; each token less shortens both processes' steps) and ci's 8 per holdout answer
+(what is checked is who trains and who writes, not what is learned; test_both_processes_end_with_the_same_weights
+reads from the run whether the weights had to move).
 
 Trains (marked ``trains``). What only this module checks: two processes under one launch (DDP, rank 0
 writes), and the format pass under a launcher's variables.
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.trains
 ROOT = Path(__file__).resolve().parent.parent
 RUN_NAME = "test-two-processes"
 LAB_ARGS = ["--profile", "ci", "--run-name", RUN_NAME, "--set", "max_steps=2", "--set", "save_steps=1",
-            "--set", "use_vllm=false", "--set", "max_completion_length=16", "--set", "eval_max_new_tokens=8"]
+            "--set", "use_vllm=false", "--set", "max_completion_length=16"]
 
 
 def free_port() -> int:

@@ -229,15 +229,17 @@ CI = CPU.replace(
     # The format pass is the costliest part of a fresh CI run (64 examples x 2 epochs: 8 min on 2 cores);
     # 16 examples still teach the format to part of the completions (benchmarks/bench_zero_variance.py).
     format_pass_examples=16,
-    # 32 new tokens, half the cpu profile's 64: vLLM's decoding is most of a CPU step (one ci run with one
-    # thread: 28 s a step at 64 tokens, 17 s at 32; the whole run 105 s against 75 s), and the suite trains
-    # about fifteen ci runs. The rewards still vary inside the groups: `bench_zero_variance.py --profile ci
-    # --prompts 32` found 1/32 groups without variance at 32 tokens and 3/32 at 64 (after the format pass).
-    max_completion_length=32,
-    # 16 new tokens per holdout answer instead of 32 shorten both evaluations of every ci run of the suite.
-    # Not by half: reading the prompts (prefill) is a large part of an evaluation on a CPU (py-spy of one ci
-    # run, December 2026).
-    eval_max_new_tokens=16,
+    # 24 new tokens (the cpu profile decodes 64): vLLM's decoding is most of a CPU step, and the suite trains
+    # about twenty ci runs. One ci run with one thread: 28 s a step at 64 tokens, 17 s at 32 (the run 105 s
+    # against 75 s); with bf16 autocast and 4 holdout problems, 65.7 s at 32 tokens and 16 per holdout answer
+    # against 60.8 s at 24 and 8 (two runs each, December 2026). The rewards still vary inside the groups:
+    # `bench_zero_variance.py --profile ci --prompts 32` found 1/32 groups without variance at 24 and at 32
+    # tokens and 3/32 at 64 (after the format pass).
+    max_completion_length=24,
+    # 8 new tokens per holdout answer: on ci the holdout only has to run (a 135M model answers no GSM8K
+    # problem in so few tokens), and every token less shortens both evaluations of every ci run. Reading the
+    # prompts (prefill) stays a large part of an evaluation on a CPU (py-spy of one ci run, December 2026).
+    eval_max_new_tokens=8,
     # bf16 autocast where the CPU has bf16 units (labs.core.cpu_bf16), float32 elsewhere. On a CPU the
     # trainer's weights, gradients and AdamW state stay float32 (recipe: no bf16 load on CPU), so the
     # float32 vLLM engine still receives exactly the trainer's weights; only the matrix products run in bf16.
