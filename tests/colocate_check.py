@@ -41,7 +41,10 @@ def train_and_compare(profile, rows, run) -> dict:
     start = vllm_cpu_shim.engine_weight_diff(trainer)
     trainer.train()
     stale = vllm_cpu_shim.engine_weight_diff(trainer)  # the last step is not synced yet
-    trainer.vllm_generation.sync_weights()
+    # TRL's own sync without the shim's repack: the live weights are new, the kernels' packed copies are not
+    type(trainer.vllm_generation).sync_weights.__wrapped__(trainer.vllm_generation)
+    not_repacked = vllm_cpu_shim.engine_weight_diff(trainer)
+    trainer.vllm_generation.sync_weights()  # what TRL calls: sync, then the shim repacks
     synced = vllm_cpu_shim.engine_weight_diff(trainer)
     changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())]
     verdict = {
@@ -50,6 +53,7 @@ def train_and_compare(profile, rows, run) -> dict:
         "changed": len(changed),
         "diff_at_start": start["max_abs_diff"],
         "diff_before_sync": stale["max_abs_diff"],
+        "diff_synced_not_repacked": not_repacked["max_abs_diff"],
         "diff_after_sync": synced["max_abs_diff"],
         "compared": synced["compared"],
         "missing": synced["missing"],

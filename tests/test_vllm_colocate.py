@@ -1,8 +1,9 @@
 """GRPO with vLLM colocate on CPU really trains, and the engine generates from the trained weights.
 
 Trains (marked ``trains``), in float32 as the cpu profile does on every CPU. What only this module checks:
-the engine's weights against the trainer's at every point of a step (stale before TRL's sync, equal after:
-the negative control), every parameter moved, the KV cache's size, and a float32 training on a machine
+the engine's weights (what its kernels compute with) against the trainer's at every point of a step (stale
+before TRL's sync, still stale in the kernels' packed copies after TRL's sync alone, equal after the shim's
+repack: the negative controls), every parameter moved, the KV cache's size, and a float32 training on a machine
 where the ci profile's other runs use bf16 autocast.
 """
 
@@ -45,6 +46,9 @@ def test_engine_is_stale_until_synced_then_equal(verdict):
     # Negative control: right after the last optimizer step vLLM still holds the previous weights,
     # so the comparison can see a difference; after TRL's sync it must see none.
     assert verdict["diff_before_sync"] > 0.0
+    # The comparison reads what the kernels compute with: TRL's sync alone leaves their packed copies old
+    # (the second negative control); the shim's repack after it makes them the trainer's.
+    assert verdict["diff_synced_not_repacked"] > 0.0
     assert verdict["diff_after_sync"] == 0.0
     assert verdict["compared"] > 100 and verdict["missing"] == []
 

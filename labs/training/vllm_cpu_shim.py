@@ -12,10 +12,14 @@ weight but computes from a packed copy would silently keep generating with the o
 
 What it does
 ------------
-1. Before the engine is built, replace that dispatch with one that keeps every 2-D weight in place
-   and computes the layer with ``torch.nn.functional.linear`` on the live parameter. Weight sync
-   then writes into the tensors that generation reads. Layers that are not plain linear layers
-   (3-D weights) still go through vLLM's own dispatch.
+1. Before the engine is built, replace that dispatch with one that still packs every 2-D weight for
+   vLLM's fast kernel (oneDNN) but keeps the weight itself, so weight sync can write into it; after each
+   TRL sync (``VLLMGeneration.sync_weights``) ``repack`` rebuilds every packed copy from the live weights.
+   (Computing with ``torch.nn.functional.linear`` on the live weights, as this shim did before, made a
+   ci step's generation 3.37 s against 1.99 s packed, and a 4-problem evaluation 1.81 s against 1.11 s:
+   one thread, December 2026; the packed copies cost 0.45 GiB more resident memory in a ci run, 5.28
+   against 4.83 GiB.) Layers that are not plain linear layers (3-D weights) still go through vLLM's own
+   dispatch.
 2. Build TRL's colocated engine in float32. vLLM's CPU back-end otherwise down-casts a float32
    checkpoint to bfloat16: the synced weights would differ from the trainer's by bf16 rounding, and
    bf16 matrix products are very slow on CPUs without native bf16 instructions. The trainer's
@@ -35,8 +39,8 @@ What it does
    8 x 320) was resident and mostly unused (benchmarks/bench_footprint.py).
 
 It is applied only when vLLM runs on its CPU back-end, never on CUDA. ``apply()`` is idempotent.
-``engine_weight_diff(trainer)`` measures, after a step, how far the engine's weights are from the
-trainer's: the tests and the L7.1 lab use it to show the sync really happened.
+``engine_weight_diff(trainer)`` measures, after a step, how far the engine's weights (and what its kernels
+compute with) are from the trainer's: the tests and the L7.1 lab use it to show the sync really happened.
 """
 
 from __future__ import annotations
@@ -58,20 +62,67 @@ def vllm_runs_on_cpu() -> bool:
     return bool(current_platform.is_cpu())
 
 
+PACKED = "_course_packed"  # marks a layer whose fast kernel computes from a packed copy of its weight
+
+
 def _keep_weight_dispatch(original):
     @functools.wraps(original)
     def dispatch(layer, remove_weight: bool) -> None:
-        import torch
-
         weight = getattr(layer, "weight", None)
         if weight is not None and not weight.is_meta and weight.ndim == 2:
-            # Compute from the live parameter so that weight sync reaches generation.
-            layer.cpu_linear = torch.nn.functional.linear
+            # vLLM's own fast kernel (oneDNN), but the weight stays: weight sync writes into it, and
+            # ``repack`` rebuilds the kernel's packed copy from it after every sync.
+            original(layer, remove_weight=False)
+            setattr(layer, PACKED, True)
             return
         original(layer, remove_weight=remove_weight)
 
     dispatch.__course_shim__ = True
+    dispatch.__course_original__ = original
     return dispatch
+
+
+def repack(model) -> int:
+    """Rebuild the packed copy of every linear weight of a vLLM model from its live weight; layers repacked."""
+    import vllm.model_executor.layers.utils as utils_mod
+
+    original = getattr(utils_mod.dispatch_cpu_unquantized_gemm, "__course_original__", None)
+    if original is None:
+        return 0
+    layers = [m for m in model.modules() if getattr(m, PACKED, False)]
+    for layer in layers:
+        original(layer, remove_weight=False)
+    return len(layers)
+
+
+def _repacking_sync(sync_weights):
+    @functools.wraps(sync_weights)
+    def sync_then_repack(self, *args, **kwargs):
+        result = sync_weights(self, *args, **kwargs)
+        if self.mode == "colocate":  # the engine lives in this process
+            repack(self.llm.llm_engine.model_executor.driver_worker.model_runner.model)
+        return result
+
+    sync_then_repack.__course_shim__ = True
+    return sync_then_repack
+
+
+PROBE_COLUMNS = 8  # weight columns read back through each packed kernel by engine_weight_diff
+
+
+def kernel_columns(layer, columns):
+    """Columns ``columns`` of the weight a linear layer's kernel really computes with (shape: out x len).
+
+    One-hot inputs make every output one product with 1.0 plus zeros, exact in float32: the columns equal the
+    live weight's when the kernel's packed copy is fresh, and differ where it still holds old weights (every
+    weight moves in an AdamW step, so a few columns show it).
+    """
+    import torch
+
+    weight = layer.weight.detach()
+    probes = torch.eye(weight.shape[1], dtype=weight.dtype)[columns]
+    with torch.no_grad():
+        return layer.cpu_linear(probes, weight, None).T
 
 
 def kv_bytes_per_token(model: str) -> int | None:
@@ -144,6 +195,8 @@ def apply() -> bool:
 
     if not getattr(trl_vllm.LLM, "__course_shim__", False):
         trl_vllm.LLM = _float32_llm(trl_vllm.LLM)
+    if not getattr(trl_vllm.VLLMGeneration.sync_weights, "__course_shim__", False):
+        trl_vllm.VLLMGeneration.sync_weights = _repacking_sync(trl_vllm.VLLMGeneration.sync_weights)
     _APPLIED = True
     return True
 
@@ -181,14 +234,19 @@ def engine_weight_diff(trainer) -> dict:
     """Compare every weight of the colocated vLLM engine with the trainer's.
 
     Returns ``{"max_abs_diff": float, "compared": int, "missing": [names]}``. Fused vLLM matrices
-    (``qkv_proj``, ``gate_up_proj``) are compared with the concatenation of the trainer's parts.
+    (``qkv_proj``, ``gate_up_proj``) are compared with the concatenation of the trainer's parts. A linear
+    layer counts both its live weight and ``PROBE_COLUMNS`` columns read back through its packed kernel
+    (``kernel_columns``), so a kernel left with old weights shows as a difference.
     """
     import torch
 
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_adapter"):
         raise ValueError("engine_weight_diff compares full models; merge the LoRA adapter first")
-    theirs = dict(vllm_model(trainer).named_parameters())
+    engine = vllm_model(trainer)
+    theirs = dict(engine.named_parameters())
+    # a packed layer computes from its kernel's copy: compare that copy, not only the live parameter
+    packed = {f"{name}.weight": module for name, module in engine.named_modules() if getattr(module, PACKED, False)}
     ours = {name: p.detach() for name, p in model.named_parameters()}
     max_diff, compared, missing = 0.0, 0, []
     for name, param in theirs.items():
@@ -207,6 +265,10 @@ def engine_weight_diff(trainer) -> dict:
             missing.append(name)
             continue
         diff = (param.detach().float() - expected.float()).abs().max().item()
+        if name in packed:  # and what its kernel computes with, read back on a few columns
+            columns = torch.linspace(0, param.shape[1] - 1, PROBE_COLUMNS).long().unique()
+            used = kernel_columns(packed[name], columns)
+            diff = max(diff, (used.float() - expected[:, columns].float()).abs().max().item())
         max_diff = max(max_diff, diff)
         compared += 1
     return {"max_abs_diff": max_diff, "compared": compared, "missing": missing}
