@@ -243,11 +243,13 @@ CI = CPU.replace(
     # bf16 autocast where the CPU has bf16 units (labs.core.cpu_bf16), float32 elsewhere. On a CPU the
     # trainer's weights, gradients and AdamW state stay float32 (recipe: no bf16 load on CPU), so the
     # float32 vLLM engine still receives exactly the trainer's weights; only the matrix products run in bf16.
-    # One ci run with one thread on an AMD EPYC with AVX512-BF16: steps 23 s instead of 30 s, the run 94 s
-    # instead of 102 s (run beside another, December 2026). Not for the cpu profile: bf16 products move the
-    # trainer's log-probabilities away from the engine's float32 ones (TRL's importance ratio per token
-    # 0.64 to 1.70 in a 4-step ci run, against 0.9994 to 0.9998 in float32), which a run that must show
-    # learning should not carry; ci's two steps only have to run every path, and ci keeps cpu's correction off.
+    # One forward+backward of a ci step's size (4 x 142 tokens, one thread, AMD EPYC with AVX512-BF16):
+    # 6.27 s in float32, 4.36 s under autocast (benchmarks/bench_cpu_bf16.py, December 2026; on an Intel
+    # Xeon without AMX, 4 x 214 tokens, it was slower: 6.9 s against 4.1 s). Not for the cpu profile: bf16
+    # products move the trainer's log-probabilities away from the engine's float32 ones (TRL's importance
+    # ratio per token 0.64 to 1.70 in a 4-step ci run, against 0.9994 to 0.9998 in float32), which a run that
+    # must show learning should not carry; ci's two steps only have to run every path, and ci keeps cpu's
+    # correction off.
     bf16=has_bf16_units(),
 )
 
