@@ -105,6 +105,11 @@ class Profile:
         return self.generation_batch_size // self.num_generations
 
     @property
+    def bf16_weights(self) -> bool:
+        """Weights load in bf16: ``bf16`` on a GPU. On a CPU ``bf16`` is autocast over float32 weights (ci)."""
+        return self.bf16 and not self.use_cpu
+
+    @property
     def vllm_max_model_length(self) -> int:
         """Prompt plus completion: sizes vLLM's KV cache for what GRPO generates, not the full context."""
         return self.max_prompt_tokens + self.max_completion_length

@@ -125,14 +125,14 @@ def sft_config_kwargs(profile: Profile, output_dir: str, eos_token: str | None =
         use_cpu=profile.use_cpu,
         # On a CPU the pass trains in float32 whatever the profile's bf16 (ci's autocast): it runs once per
         # cache key, and the primed model is then the same on every CPU.
-        bf16=profile.bf16 and not profile.use_cpu,
+        bf16=profile.bf16_weights,
         gradient_checkpointing=profile.gradient_checkpointing,
         logging_steps=1,
         save_strategy="no",
         report_to=[],
         seed=profile.seed,
         # A model given by name loads in float32 unless told otherwise: twice the memory of bf16.
-        model_init_kwargs={"dtype": "bfloat16"} if profile.bf16 and not profile.use_cpu else None,
+        model_init_kwargs={"dtype": "bfloat16"} if profile.bf16_weights else None,
         eos_token=eos_token,
     )
 

@@ -68,7 +68,7 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
     )
     if profile.use_vllm:
         kwargs["vllm_importance_sampling_correction"] = profile.vllm_importance_sampling_correction
-    if profile.bf16 and not profile.use_cpu:
+    if profile.bf16_weights:
         # A model passed by name loads in float32 unless told otherwise: twice the memory. On a CPU (the ci
         # profile where the CPU has bf16 units) the weights stay float32 and bf16=True means autocast only:
         # the float32 vLLM engine then receives exactly the trainer's weights (labs.training.vllm_cpu_shim).

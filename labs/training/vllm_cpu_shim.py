@@ -100,7 +100,7 @@ def _repacking_sync(sync_weights):
     def sync_then_repack(self, *args, **kwargs):
         result = sync_weights(self, *args, **kwargs)
         if self.mode == "colocate":  # the engine lives in this process
-            repack(self.llm.llm_engine.model_executor.driver_worker.model_runner.model)
+            repack(_llm_model_runner(self.llm).model)
         return result
 
     sync_then_repack.__course_shim__ = True
@@ -212,9 +212,12 @@ _FUSED = {
 }
 
 
-def _model_runner(trainer):
-    llm = trainer.vllm_generation.llm
+def _llm_model_runner(llm):
     return llm.llm_engine.model_executor.driver_worker.model_runner
+
+
+def _model_runner(trainer):
+    return _llm_model_runner(trainer.vllm_generation.llm)
 
 
 def vllm_model(trainer):
