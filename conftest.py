@@ -11,6 +11,14 @@ before any test runs; the kernels nbval starts, and every subprocess a test star
 lives under the session's pytest temporary folder, so ``tmp_path_retention_policy`` (pyproject.toml) applies:
 removed after a session that passed, kept for the last failed one.
 
+Course cache: ``labs.core.paths.cache_dir()`` reads ``COURSE_CACHE`` (the converted bundled model, the format
+passes). A machine that has run the labs before holds them in ``~/.cache/grpo-course``, and a suite that
+reused them skipped the conversion and the format pass that a fresh machine runs: on a CPU with bf16 units
+the L7.1 notebook failed only when its format pass trained in the kernel (issue 34), which a warm cache hid.
+So the run owns its cache too, empty at the start: the suite converts the model and trains each format pass
+itself, once per run (both are file-locked, so the two workers share each one). Unlike the run area it is
+made once, by the controlling process, and the workers inherit it.
+
 Two workers (``make test`` runs ``pytest -n 2``, pytest-xdist): each worker is a test
 session of its own, with its own run area, and gets an equal share of the CPU cores (``OMP_NUM_THREADS``,
 inherited by kernels and children): two trainings with two threads each on two cores took five times as
@@ -30,6 +38,7 @@ from pathlib import Path
 import pytest
 
 RUN_AREA_ENV = "COURSE_RUNS"
+CACHE_ENV = "COURSE_CACHE"
 # Notebooks that read what an earlier one left in the run area: one scheduling unit, in the order collected
 # (the Makefile's NOTEBOOKS list, course order).
 L71_CHAIN = ("L7_1_", "L7_2_", "E1_", "E2_", "E3_", "E4_", "C2b_")
@@ -40,6 +49,8 @@ L71_CHAIN_GROUP = "l71-notebook-chain"
 def pytest_configure(config):
     run_area = config._tmp_path_factory.mktemp("course-runs", numbered=False)
     os.environ[RUN_AREA_ENV] = str(run_area)  # overrides any COURSE_RUNS of the shell: the suite reads only its own
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or a run without workers); workers inherit it
+        os.environ[CACHE_ENV] = str(config._tmp_path_factory.mktemp("course-cache", numbered=False))
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, (os.cpu_count() or 1) // workers)

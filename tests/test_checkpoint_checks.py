@@ -155,3 +155,44 @@ def test_without_the_atomic_save_the_same_interruption_leaves_a_torn_newest(tmp_
         trainer.train()
     assert (out / "checkpoint-3").is_dir() and checkpoints.problem(out / "checkpoint-3") == "falta trainer_state.json (el guardado no terminó)"
     assert checkpoints.newest_usable(out)[0] == out / "checkpoint-2"
+
+
+def test_a_metrics_line_torn_after_its_checkpoint_comes_back_from_the_checkpoint(trained, tmp_path, capsys):
+    """Killed right after checkpoint-3 was saved, with metrics.jsonl's step-3 line cut short (a power loss):
+    the resume trains step 4 only, and step 3's line is rebuilt from checkpoint-3's log_history (issue 34)."""
+    run = RunFolder(tmp_path / "run")
+    copy(trained, run.checkpoints)
+    history = json.loads((trained / "checkpoint-3" / "trainer_state.json").read_text())["log_history"]
+    logged = {entry["step"]: entry for entry in history if "loss" in entry}
+    assert sorted(logged) == [1, 2, 3]
+    whole = [{"step": s, **{k: v for k, v in logged[s].items() if k != "step"}, "course/generation_seconds": 0.5}
+             for s in (1, 2)]
+    write_jsonl(run.metrics_path, whole)
+    with open(run.metrics_path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"step": 3, **logged[3]})[:25])  # the line the power loss cut short
+    assert recipe.resume_point(run) == str(run.checkpoints / "checkpoint-3")
+    out = capsys.readouterr().out
+    assert "metrics.jsonl había perdido el paso 3" in out and "Sin registro" not in out
+    rows = run.metrics()
+    assert [m["step"] for m in rows] == [1, 2, 3]
+    assert rows[:2] == whole  # the whole lines are kept as they were
+    assert rows[2]["loss"] == logged[3]["loss"] and rows[2]["course/rebuilt_from"] == "checkpoint-3/trainer_state.json"
+
+    trainer = tiny_trainer(run.checkpoints, max_steps=4)
+    for callback in recipe.run_folder_callbacks(run):
+        trainer.add_callback(callback)
+    trainer.train(resume_from_checkpoint=str(run.checkpoints / "checkpoint-3"))
+    assert [m["step"] for m in run.metrics()] == [1, 2, 3, 4]
+
+
+def test_a_step_neither_file_nor_checkpoint_holds_is_named(trained, tmp_path, capsys):
+    run = RunFolder(tmp_path / "run")
+    copy(trained, run.checkpoints)
+    state_file = run.checkpoints / "checkpoint-3" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    state["log_history"] = [e for e in state["log_history"] if e.get("step") != 2]
+    state_file.write_text(json.dumps(state))
+    write_jsonl(run.metrics_path, [{"step": 1, "loss": 0.1}])
+    recipe.resume_point(run)
+    assert [m["step"] for m in run.metrics()] == [1, 3]
+    assert "Sin registro en metrics.jsonl ni en checkpoint-3: el paso 2." in capsys.readouterr().out

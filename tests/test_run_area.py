@@ -33,6 +33,19 @@ def test_the_session_run_area_is_its_own():
     assert paths.REPO_ROOT.resolve() not in area.resolve().parents
 
 
+def test_the_session_course_cache_is_its_own():
+    """The converted model and the format passes are the run's own (conftest.py): never ~/.cache/grpo-course,
+    whatever this machine trained before, and one folder for both workers (each pass is trained once)."""
+    cache = paths.cache_dir()
+    assert os.environ["COURSE_CACHE"] == str(cache) and cache.is_dir()
+    assert cache.name == "course-cache"
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grpo-course"
+    assert cache.resolve() != default.resolve()
+    run_area = paths.runs_dir().resolve()
+    # the controller's temporary folder: a worker's run area is one folder down from it (popen-gwN)
+    assert cache.resolve().parent in (run_area.parent, run_area.parent.parent)
+
+
 def l71_notebook() -> Path:
     """The L7.1 notebook as `make test` runs it (the Makefile's NOTEBOOKS list)."""
     listed = subprocess.run(["make", "-s", "list-notebooks"], cwd=ROOT, capture_output=True, text=True,

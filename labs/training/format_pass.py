@@ -23,6 +23,7 @@ that a later run would trust.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -155,7 +156,36 @@ def _train_alone(base_model: str, profile: Profile, rows: list[dict], target: Pa
         raise RuntimeError(f"El pase de formato falló en su proceso (código de salida {child.exitcode}).")
 
 
+@contextlib.contextmanager
+def own_mixed_precision():
+    """Run the pass with a mixed precision of its own and give the process back the one it had.
+
+    accelerate keeps one ``AcceleratorState`` per process, mixed precision included, and refuses an
+    ``Accelerator`` that asks for another ("AcceleratorState has already been initialized and cannot be
+    changed"). On a CPU the pass trains float32 whatever the profile says (see ``sft_config_kwargs``), while
+    GRPO on the ``ci`` profile asks for bf16 autocast where the CPU has bf16 units: a ``GRPOTrainer`` built
+    after the pass in the same process (a notebook kernel, ``python -m labs l71``, the rehearsal, a sweep)
+    failed on such a CPU and only there. transformers resets that state when a ``TrainingArguments`` is
+    built, but a notebook builds its ``GRPOConfig`` before the pass. The pass's precision is its own choice,
+    so the pass scopes it: the state it found (usually none) is put back when it ends, failed or not.
+    """
+    from accelerate.state import AcceleratorState, GradientState
+
+    found = {state: dict(state._shared_state) for state in (AcceleratorState, GradientState)}
+    try:
+        yield
+    finally:
+        for state, shared in found.items():
+            state._shared_state.clear()  # in place: accelerate's instances share this very dict
+            state._shared_state.update(shared)
+
+
 def _train(base_model: str, profile: Profile, rows: list[dict], target: Path) -> None:
+    with own_mixed_precision():
+        _train_in_process(base_model, profile, rows, target)
+
+
+def _train_in_process(base_model: str, profile: Profile, rows: list[dict], target: Path) -> None:
     import time
 
     from datasets import Dataset

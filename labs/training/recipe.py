@@ -22,9 +22,9 @@ import traceback
 
 from labs.core import distributed
 from labs.core.profiles import Profile
-from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder, read_jsonl, write_jsonl
+from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder
 from labs.core.spanish import plural
-from labs.training import checkpoints, phases
+from labs.training import checkpoints, metrics_resume, phases
 from labs.training.failures import (  # re-exported: the labs' command lines catch RunFailed here
     Failure,
     NonFiniteLoss,
@@ -168,14 +168,11 @@ def _plain(value):
         return str(value)
 
 
-def trim_metrics_after(run: RunFolder, step: int) -> int:
-    """Drop logged steps newer than the checkpoint we resume from: they will be logged again."""
-    if not run.metrics_path.exists():
-        return 0
-    rows = read_jsonl(run.metrics_path)
-    kept = [r for r in rows if int(r.get("step", 0)) <= step]
-    write_jsonl(run.metrics_path, kept)
-    return len(rows) - len(kept)
+trim_metrics_after = metrics_resume.trim_after  # the name tests and older notebooks call
+
+
+def _steps_es(steps: list[int]) -> str:
+    return ("el paso " if len(steps) == 1 else "los pasos ") + ", ".join(map(str, steps))
 
 
 def checkpoint_step(checkpoint) -> int:
@@ -251,7 +248,8 @@ def stop_signals_raise_keyboard_interrupt():
 
 
 def resume_point(run: RunFolder) -> str | None:
-    """The newest checkpoint whose files are whole (None: start), dropping metrics logged after it.
+    """The newest checkpoint whose files are whole (None: start), dropping metrics logged after it and putting
+    back, from the checkpoint's own log, the lines of steps up to it that ``metrics.jsonl`` lost.
 
     A newer checkpoint that a crash or a full disk left torn (``labs.training.checkpoints.problem``) is
     said, moved into ``checkpoints/_rotos/`` and skipped; a save killed half-way is dropped.
@@ -277,6 +275,13 @@ def resume_point(run: RunFolder) -> str | None:
         dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
         again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
         print(f"[run] Continúo desde {checkpoint.name} ({again}).")
+        rebuilt, missing = metrics_resume.refill_until(run, checkpoint)
+        if rebuilt:
+            print(f"[run] metrics.jsonl había perdido {_steps_es(rebuilt)}: {'lo' if len(rebuilt) == 1 else 'los'} "
+                  f"recupero del registro de {checkpoint.name} (trainer_state.json), sin los tiempos del curso.")
+        if missing:
+            print(f"[run] Sin registro en metrics.jsonl ni en {checkpoint.name}: {_steps_es(missing)}. "
+                  f"Las curvas tendrán ese hueco; el entrenamiento sigue igual.")
     return str(checkpoint)
 
 
