@@ -14,19 +14,30 @@ X86_FLAGS = ("avx512_bf16", "amx_bf16")
 ARM_FEATURE = "bf16"
 
 
-def has_bf16_units(cpuinfo: str | None = None) -> bool:
-    """True when the CPU lists bf16 instructions in ``/proc/cpuinfo`` (or in ``cpuinfo``, for tests)."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                cpuinfo = fh.read()
-        except OSError:
-            return False
+def _read_cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def cpu_facts(cpuinfo: str | None = None) -> dict:
+    """The CPU's name and the bf16 flags it lists: ``{"model": str, "bf16_flags": [...]}`` (the doctor's record)."""
+    cpuinfo = _read_cpuinfo() if cpuinfo is None else cpuinfo
+    model, flags = "", []
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
-        words = value.split()
-        if key.strip() == "flags" and any(flag in words for flag in X86_FLAGS):
-            return True
-        if key.strip() == "Features" and ARM_FEATURE in words:
-            return True
-    return False
+        key, words = key.strip(), value.split()
+        if key in ("model name", "Model", "CPU part") and not model:
+            model = value.strip()
+        if key == "flags" and not flags:
+            flags = [flag for flag in X86_FLAGS if flag in words]
+        if key == "Features" and not flags and ARM_FEATURE in words:
+            flags = [ARM_FEATURE]
+    return {"model": model, "bf16_flags": flags}
+
+
+def has_bf16_units(cpuinfo: str | None = None) -> bool:
+    """True when the CPU lists bf16 instructions in ``/proc/cpuinfo`` (or in ``cpuinfo``, for tests)."""
+    return bool(cpu_facts(cpuinfo)["bf16_flags"])

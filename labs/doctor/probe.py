@@ -29,6 +29,7 @@ from urllib.parse import urlparse
 from labs.doctor import pins
 from labs.doctor.downloads import hub_models_of_all_profiles
 from labs.doctor.gpu_stack import unsloth_repo_map, vllm_cuda_facts
+from labs.core.cpu_bf16 import cpu_facts
 from labs.core.paths import GSM8K_DIR, cache_dir
 from labs.core.wandb_account import wandb_facts  # noqa: F401  re-exported: the doctor reports it
 
@@ -55,6 +56,7 @@ class ProbeRecord:
     recorded_at: str = ""
     python: str = ""
     platform: str = ""
+    cpu: dict = field(default_factory=dict)  # labs.core.cpu_bf16.cpu_facts: the CPU's name and its bf16 flags
     torch: dict = field(default_factory=dict)
     gpus: list = field(default_factory=list)
     nvidia_smi: dict | None = None
@@ -336,6 +338,7 @@ def probe(*, import_torch: bool = True, check_hub: bool = True, nvidia_smi: bool
         recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         python=platform.python_version(),
         platform=platform.platform(),
+        cpu=cpu_facts(),
         torch=torch_info,
         gpus=gpus,
         nvidia_smi=nvidia_smi_facts() if nvidia_smi else None,
