@@ -74,9 +74,9 @@ def _parameter(model, name: str) -> torch.nn.Parameter:
     return params[name]
 
 
-def _gradient(model, param, loss: torch.Tensor) -> torch.Tensor:
+def _gradient(model, param, loss: torch.Tensor, retain_graph: bool = False) -> torch.Tensor:
     model.zero_grad(set_to_none=True)
-    loss.backward()
+    loss.backward(retain_graph=retain_graph)
     grad = param.grad.detach().clone()
     model.zero_grad(set_to_none=True)
     return grad
@@ -120,7 +120,10 @@ def compare_with_trl(report: dict, student_token_logps, student_loss, configs=CO
     ids, mask)`` and ``student_loss(logp, old_logp, ref_logp, advantages, mask, beta, loss_type, epsilon,
     max_completion_length)`` are the student's functions; the advantages are the batch's (TRL shuffles the
     batch after generation; section 6 compares the student's advantages with TRL's).
-    Only ``parameter`` takes a gradient during the comparison (the others are frozen and restored after).
+
+    Only ``parameter`` takes a gradient during the comparison (the others are frozen and restored after). The
+    model runs once for the student whatever the number of configurations, and TRL's loss and gradient are
+    kept in ``report`` for later calls with the same seed and parameter (the model does not change in between).
     """
     threads = torch.get_num_threads()
     if num_threads is not None:
@@ -133,44 +136,44 @@ def compare_with_trl(report: dict, student_token_logps, student_loss, configs=CO
         param = _parameter(model, parameter)
         for p in model.parameters():
             p.requires_grad_(p is param)
-        batch = prepared_batch(report, seed)
-        rows = []
+        batch = report.setdefault("_capstone_batches", {}).get(seed) or prepared_batch(report, seed)
+        report["_capstone_batches"][seed] = batch
+        cache = report.setdefault("_capstone_trl", {})
         for beta, loss_type in configs:
-            trainer.beta, trainer.loss_type = beta, loss_type
-            row = _compare_one(trainer, batch, student_token_logps, student_loss, beta, loss_type, param)
-            rows.append({**row, "clipped_fraction": batch["clipped_fraction"], "lengths": batch["lengths"]})
+            if (seed, parameter, beta, loss_type) not in cache:
+                trainer.beta, trainer.loss_type = beta, loss_type
+                loss = trainer.compute_loss(model, batch["inputs"])
+                cache[seed, parameter, beta, loss_type] = float(loss.detach()), _gradient(model, param, loss)
+        inputs, width = batch["inputs"], batch["width"]
+        logits = model(input_ids=batch["ids"], attention_mask=batch["attention"], logits_to_keep=width + 1).logits
+        rows = []
+        for k, (beta, loss_type) in enumerate(configs):
+            logp = student_token_logps(logits, batch["ids"][:, -(width + 1):], inputs["completion_mask"])
+            loss = student_loss(logp, inputs["old_per_token_logps"], inputs["ref_per_token_logps"],
+                                inputs["advantages"], inputs["completion_mask"], beta, loss_type,
+                                trainer.args.epsilon, trainer.args.max_completion_length)
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
+                raise TypeError("Tu pérdida debe ser un tensor escalar que dependa de las log-probabilidades del modelo.")
+            grad = _gradient(model, param, loss, retain_graph=k < len(configs) - 1)
+            trl_value, trl_grad = cache[seed, parameter, beta, loss_type]
+            scale, value = float(trl_grad.abs().max()), float(loss.detach())
+            rows.append({
+                "beta": beta,
+                "loss_type": loss_type,
+                "trl_loss": trl_value,
+                "loss": value,
+                "loss_diff": abs(trl_value - value),
+                "grad_diff": float((grad - trl_grad).abs().max()) / max(scale, 1e-30),
+                "grad_scale": scale,
+                "clipped_fraction": batch["clipped_fraction"],
+                "lengths": batch["lengths"],
+            })
         return rows
     finally:
         trainer.beta, trainer.loss_type = saved
         for name, p in model.named_parameters():
             p.requires_grad_(frozen[name])
         torch.set_num_threads(threads)
-
-
-def _compare_one(trainer, batch, student_token_logps, student_loss, beta, loss_type, param) -> dict:
-    model, inputs, width = trainer.model, batch["inputs"], batch["width"]
-    trl_loss = trainer.compute_loss(model, inputs)
-    trl_grad = _gradient(model, param, trl_loss)
-
-    logits = model(input_ids=batch["ids"], attention_mask=batch["attention"], logits_to_keep=width + 1).logits
-    logp = student_token_logps(logits, batch["ids"][:, -(width + 1):], inputs["completion_mask"])
-    loss = student_loss(logp, inputs["old_per_token_logps"], inputs["ref_per_token_logps"], inputs["advantages"],
-                        inputs["completion_mask"], beta, loss_type, trainer.args.epsilon,
-                        trainer.args.max_completion_length)
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
-        raise TypeError("Tu pérdida debe ser un tensor escalar que dependa de las log-probabilidades del modelo.")
-    grad = _gradient(model, param, loss)
-    scale = float(trl_grad.abs().max())
-    trl_value, value = float(trl_loss.detach()), float(loss.detach())
-    return {
-        "beta": beta,
-        "loss_type": loss_type,
-        "trl_loss": trl_value,
-        "loss": value,
-        "loss_diff": abs(trl_value - value),
-        "grad_diff": float((grad - trl_grad).abs().max()) / max(scale, 1e-30),
-        "grad_scale": scale,
-    }
 
 
 def matches(row: dict) -> bool:
