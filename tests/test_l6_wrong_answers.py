@@ -401,3 +401,27 @@ def test_an_unwritten_exercise_is_named_instead_of_a_traceback(capsys):
     out = capsys.readouterr().out
     assert "`perdida_trl` aún no está escrita" in out and "«tu pérdida de GRPO» (sección 8)" in out
     assert "kl_k3" not in out and "Traceback" not in out
+
+
+@pytest.mark.notebook  # executes the untouched student notebook in a kernel (without the real trainer step)
+def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(tmp_path):
+    """Run All on the student notebook as generated (every exercise a stub): no cell raises; every cell that uses a
+    student function says, in Spanish, which exercise to finish. The section-6 trainer step is left out (it uses no
+    student function, and the cells that use its result are guarded): it is what the nbval run is for."""
+    import shutil
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    shutil.copy(STUDENT, tmp_path / STUDENT.name)  # grader.check reads its tests from the notebook's metadata
+    nb = nbformat.read(STUDENT, as_version=4)
+    nb.cells = [c for c in nb.cells if "run_trainer_check(" not in _text(c) and "format_numbers(informe)" not in _text(c)]
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [(_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
+    guarded = [c for c in nb.cells if c.cell_type == "code" and "ejercicios_hechos(" in _text(c)
+               and "import" not in _text(c).split("\n", 1)[0]]
+    said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
+    assert len(guarded) >= 7 and all("termina el ejercicio «" in s for s in said), said
