@@ -79,8 +79,16 @@ def pattern_rewards(patterns, num_generations: int):
 
 
 def grpo_config_kwargs(output_dir: str, num_generations: int, num_prompts: int, scale_rewards: str) -> dict:
-    """The ``GRPOConfig`` keywords of the check (a function so tests can vet them against TRL's fields)."""
-    return dict(
+    """The ``GRPOConfig`` keywords of the check (a function so tests can vet them against TRL's fields).
+
+    ``use_bias_correction_kl=False`` where TRL has the field (1.16 defaults it to True: it multiplies k3 by the
+    ratio, DeepSeek-V3.2's correction): the capstone compares TRL's loss with the lesson's k3 term. The step
+    itself runs with ``beta=0``, where the field changes nothing.
+    """
+    from trl import GRPOConfig
+
+    extra = {"use_bias_correction_kl": False} if "use_bias_correction_kl" in GRPOConfig.__dataclass_fields__ else {}
+    return dict(**extra,
         output_dir=output_dir,
         use_vllm=False,
         use_cpu=not cuda_available(),
@@ -161,6 +169,22 @@ def run_trainer_check(
         torch.set_num_threads(threads)
 
 
+def _recording(trainer_class):
+    """``trainer_class`` that keeps (detached copies of) the inputs of its first ``compute_loss``: the real batch
+    of the step, as TRL hands it to its loss (prompt and completion ids and masks, advantages, ...)."""
+    import torch
+
+    class RecordingTrainer(trainer_class):
+        recorded_inputs = None
+
+        def compute_loss(self, model, inputs, *args, **kwargs):
+            if self.recorded_inputs is None:
+                self.recorded_inputs = {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in inputs.items()}
+            return super().compute_loss(model, inputs, *args, **kwargs)
+
+    return RecordingTrainer
+
+
 def _run_trainer_check(profile, output_dir, num_generations, patterns, scale_rewards) -> dict:
     import pandas as pd
     import trl
@@ -181,7 +205,7 @@ def _run_trainer_check(profile, output_dir, num_generations, patterns, scale_rew
     )
     reward_funcs = pattern_rewards(patterns, num_generations)
     config = GRPOConfig(**grpo_config_kwargs(str(out), num_generations, num_prompts, scale_rewards))
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=config, train_dataset=dataset)
+    trainer = _recording(GRPOTrainer)(model=model, reward_funcs=reward_funcs, args=config, train_dataset=dataset)
     trainer.train()
     seconds = time.perf_counter() - started
 
@@ -239,6 +263,8 @@ def _run_trainer_check(profile, output_dir, num_generations, patterns, scale_rew
         "trl_version": trl.__version__,
         "model": model,
         "seconds": seconds,
+        "trainer": trainer,  # labs.l6.capstone reuses the built trainer and the batch of its one step
+        "batch": trainer.recorded_inputs,
     }
 
 

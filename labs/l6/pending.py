@@ -1,0 +1,65 @@
+"""Which of the L6 exercises a cell needs are still unwritten, said in Spanish instead of a library's traceback.
+
+A student notebook starts with every exercise as otter's stub (a body of ``...`` that returns ``None``).
+A cell that uses one, run before the exercise is written, used to end in a traceback from inside torch or
+matplotlib. Such cells now start with ``if ejercicios_hechos(f, g, ...):``: each function is called on a
+tiny input; one that returns ``None`` (the stub) or raises is named, with the exercise to finish, and the
+cell's body is skipped. The check is behaviour (a call), never a reading of the student's code.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# function name -> (the exercise, as the notebook titles it; a tiny valid input)
+EXERCISES = {
+    "perdida_reinforce": ("«la pérdida de REINFORCE» (sección 2)",
+                          lambda: (torch.zeros(4, dtype=torch.float64, requires_grad=True),
+                                   torch.tensor([3.0, 1.0, 0.0, 3.0], dtype=torch.float64), torch.tensor([0, 3]))),
+    "perdida_reinforce_baseline": ("«REINFORCE con la media del grupo como baseline» (sección 3)",
+                                   lambda: (torch.zeros(4, dtype=torch.float64, requires_grad=True),
+                                            torch.tensor([3.0, 1.0, 0.0, 3.0], dtype=torch.float64),
+                                            torch.tensor([[0, 3]]))),
+    "objetivo_recortado": ("«el objetivo recortado, por token» (sección 4)",
+                           lambda: (torch.tensor([0.5, 1.0, 1.5], dtype=torch.float64), 1.0, 0.2)),
+    "ventaja_grupo": ("«la ventaja de un grupo» (sección 5)", lambda: ([1.0, 0.0, 1.0], "muestral")),
+    "kl_k3": ("«el estimador k3» (sección 7)",
+              lambda: (torch.tensor([-1.0, -2.0], dtype=torch.float64), torch.tensor([-1.5, -2.0], dtype=torch.float64))),
+    "perdida_grpo": ("«las tres agregaciones de TRL»: grpo (sección 8)", lambda: (torch.ones(2, 3), torch.ones(2, 3))),
+    "perdida_dapo": ("«las tres agregaciones de TRL»: dapo (sección 8)", lambda: (torch.ones(2, 3), torch.ones(2, 3))),
+    "perdida_dr_grpo": ("«las tres agregaciones de TRL»: dr_grpo (sección 8)",
+                        lambda: (torch.ones(2, 3), torch.ones(2, 3), 4)),
+    "logp_por_token": ("«la log-probabilidad de cada token» (sección 8)",
+                       lambda: (torch.zeros(1, 4, 5), torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 2))),
+    "perdida_trl": ("«tu pérdida de GRPO» (sección 8)",
+                    lambda: (torch.zeros(2, 3, requires_grad=True), torch.zeros(2, 3), torch.zeros(2, 3),
+                             torch.tensor([1.0, -1.0]), torch.ones(2, 3), 0.04, "grpo", 0.2, 3)),
+}
+
+
+def pending(*functions) -> list[str]:
+    """One Spanish line per function that is not written yet (returns ``None``) or fails on a tiny input."""
+    lines = []
+    for function in functions:
+        name = getattr(function, "__name__", repr(function))
+        if name not in EXERCISES:
+            raise KeyError(f"{name} no es una función de los ejercicios de L6.")
+        title, probe = EXERCISES[name]
+        try:
+            out = function(*probe())
+        except Exception as error:  # a written but failing function: say which, and the error in one line
+            lines.append(f"`{name}` falla ({type(error).__name__}: {error}): revisa el ejercicio {title}.")
+            continue
+        if out is None:
+            lines.append(f"`{name}` aún no está escrita (devuelve None): termina el ejercicio {title}.")
+    return lines
+
+
+def ejercicios_hechos(*functions) -> bool:
+    """True when every function answers; otherwise print which exercises to finish first and return False."""
+    lines = pending(*functions)
+    if lines:
+        print("Esta celda usa funciones tuyas que aún no funcionan, así que no hace nada todavía:")
+        print("\n".join("  - " + line for line in lines))
+        print("Termina esos ejercicios (su grader.check debe pasar) y vuelve a ejecutar esta celda.")
+    return not lines

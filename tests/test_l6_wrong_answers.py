@@ -1,0 +1,430 @@
+"""L6's checks cannot be fooled: for every question, plausible wrong answers fail and a correct answer in
+another style passes.
+
+The checks are the notebook's own (the test cells between otter's ``# BEGIN TESTS`` and ``# END TESTS`` in
+``sources/``), run here the way ``grader.check`` runs them: each ``test_*`` function is called with the
+notebook's functions of the same names, and a check passes when none raises. The notebook's functions are its
+solutions, with the answer under test put in place of one of them. The wrong answers are the mistakes a
+student makes: a flipped sign, a missing clip side, Bessel's correction where the lesson's table has none, the
+padding counted, an unshifted log-probability, and numbers copied from the screen.
+
+Also here: the hints (``failure_message``) and the stub comments name the concept, never the code to type, and
+``labs.l6.pending`` says which exercise to finish for a stub.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import textwrap
+
+import pytest
+
+from labs import assign
+
+SOURCE = assign.SOURCES_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
+STUDENT = assign.STUDENT_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
+PRELUDE = "import numpy as np\nimport torch\n"
+
+
+def _text(cell) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def _parse(path=SOURCE):
+    """Question name -> its test cells' code; and every solution cell's code (markers are comments: it runs)."""
+    cells = json.loads(path.read_text())["cells"]
+    tests, solutions, question, in_tests, in_solution = {}, [], None, False, False
+    for cell in cells:
+        text = _text(cell)
+        if cell["cell_type"] == "raw":
+            if text.startswith("# BEGIN QUESTION"):
+                question = re.search(r"name:\s*([\w-]+)", text).group(1)
+                tests[question] = []
+            in_tests = text.startswith("# BEGIN TESTS") or (in_tests and not text.startswith("# END TESTS"))
+            in_solution = text.startswith("# BEGIN SOLUTION") or (in_solution and not text.startswith("# END SOLUTION"))
+        elif cell["cell_type"] == "code" and in_tests:
+            tests[question].append(text)
+        elif cell["cell_type"] == "code" and in_solution:
+            solutions.append(text)
+    return tests, solutions
+
+
+TESTS, SOLUTIONS = _parse()
+
+
+def run_check(question: str, answer: str | None = None) -> str | None:
+    """Run one question's checks with ``answer`` (code defining the function) in place of the solution.
+
+    Returns ``None`` when every check passes, else the first failure as text (what the student would read).
+    """
+    namespace: dict = {}
+    exec(PRELUDE + "\n\n".join(SOLUTIONS), namespace)
+    if answer is not None:
+        exec(PRELUDE + textwrap.dedent(answer), namespace)
+    for code in TESTS[question]:
+        checks: dict = {}
+        exec(code, checks)
+        for name, check in checks.items():
+            if name.startswith("test_") and callable(check):
+                args = [namespace[p] for p in inspect.signature(check).parameters]
+                try:
+                    check(*args)
+                except Exception as error:  # otter counts any exception as a failed check
+                    return f"{name}: {type(error).__name__}: {error}"
+    return None
+
+
+# For each question: (label, answer) pairs. WRONG must fail; RIGHT (another style than the solution) must pass.
+WRONG = {
+    "reinforce-sin-baseline": [
+        ("signo al revés", """
+def perdida_reinforce(theta, recompensas, acciones):
+    return (recompensas[acciones] * torch.log_softmax(theta, dim=0)[acciones]).mean()"""),
+        ("probabilidad en vez de su logaritmo", """
+def perdida_reinforce(theta, recompensas, acciones):
+    return -(recompensas[acciones] * torch.softmax(theta, dim=0)[acciones]).mean()"""),
+        ("todas las respuestas posibles en vez de las muestreadas", """
+def perdida_reinforce(theta, recompensas, acciones):
+    return -(recompensas * torch.log_softmax(theta, dim=0)).mean()"""),
+        ("suma en vez de media", """
+def perdida_reinforce(theta, recompensas, acciones):
+    return -(recompensas[acciones] * torch.log_softmax(theta, dim=0)[acciones]).sum()"""),
+        ("un número copiado de la pantalla", """
+def perdida_reinforce(theta, recompensas, acciones):
+    return torch.tensor(-1.8712, dtype=torch.float64, requires_grad=True)"""),
+    ],
+    "reinforce-con-baseline": [
+        ("media de todo el lote", """
+def perdida_reinforce_baseline(theta, recompensas, acciones):
+    r = recompensas[acciones]
+    return -((r - r.mean()) * torch.log_softmax(theta, dim=0)[acciones]).mean()"""),
+        ("media de cada columna (dim equivocada)", """
+def perdida_reinforce_baseline(theta, recompensas, acciones):
+    r = recompensas[acciones]
+    return -((r - r.mean(dim=0, keepdim=True)) * torch.log_softmax(theta, dim=0)[acciones]).mean()"""),
+        ("sin baseline", """
+def perdida_reinforce_baseline(theta, recompensas, acciones):
+    return -(recompensas[acciones] * torch.log_softmax(theta, dim=0)[acciones]).mean()"""),
+        ("además divide por la desviación del grupo", """
+def perdida_reinforce_baseline(theta, recompensas, acciones):
+    r = recompensas[acciones]
+    a = (r - r.mean(dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + 1e-4)
+    return -(a * torch.log_softmax(theta, dim=0)[acciones]).mean()"""),
+    ],
+    "recorte-ppo": [
+        ("solo la versión recortada", """
+def objetivo_recortado(rho, A, eps=0.2):
+    return torch.clamp(rho, 1 - eps, 1 + eps) * A"""),
+        ("máximo en vez de mínimo", """
+def objetivo_recortado(rho, A, eps=0.2):
+    return torch.maximum(rho * A, torch.clamp(rho, 1 - eps, 1 + eps) * A)"""),
+        ("falta el lado de abajo de la franja", """
+def objetivo_recortado(rho, A, eps=0.2):
+    return torch.minimum(rho * A, torch.clamp(rho, max=1 + eps) * A)"""),
+        ("falta el lado de arriba de la franja", """
+def objetivo_recortado(rho, A, eps=0.2):
+    return torch.minimum(rho * A, torch.clamp(rho, min=1 - eps) * A)"""),
+        ("ε fijo en 0.2", """
+def objetivo_recortado(rho, A, eps=0.2):
+    return torch.minimum(rho * A, torch.clamp(rho, 0.8, 1.2) * A)"""),
+        ("con NumPy (no deriva)", """
+def objetivo_recortado(rho, A, eps=0.2):
+    rho = np.asarray(rho.detach(), dtype=float)
+    return torch.from_numpy(np.minimum(rho * np.asarray(A), np.clip(rho, 1 - eps, 1 + eps) * np.asarray(A)))"""),
+    ],
+    "ventaja-grupo": [
+        ("Bessel también en la poblacional", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    r = np.asarray(recompensas, dtype=float)
+    if desviacion == "muestral":
+        return (r - r.mean()) / (r.std(ddof=1) + 1e-4)
+    return (r - r.mean()) / r.std(ddof=1)"""),
+        ("la poblacional también en la de TRL", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    r = np.asarray(recompensas, dtype=float)
+    if desviacion == "muestral":
+        return (r - r.mean()) / (r.std() + 1e-4)
+    return (r - r.mean()) / r.std()"""),
+        ("sin el 1e-4 de TRL", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    r = np.asarray(recompensas, dtype=float)
+    return (r - r.mean()) / r.std(ddof=1 if desviacion == "muestral" else 0)"""),
+        ("el 1e-4 dentro de la raíz", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    r = np.asarray(recompensas, dtype=float)
+    if desviacion == "muestral":
+        return (r - r.mean()) / np.sqrt(r.var(ddof=1) + 1e-4)
+    return (r - r.mean()) / r.std()"""),
+        ("los números de la tabla, copiados", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    if desviacion == "muestral":
+        return np.array([0.8333, -0.5, -1.1666, 0.8333])
+    return np.array([0.9623, -0.5774, -1.3472, 0.9623])"""),
+    ],
+    "kl-k3": [
+        ("k1", """
+def kl_k3(logp, ref_logp):
+    return logp - ref_logp"""),
+        ("la razón al revés", """
+def kl_k3(logp, ref_logp):
+    d = logp - ref_logp
+    return torch.exp(d) - d - 1"""),
+        ("k2", """
+def kl_k3(logp, ref_logp):
+    return 0.5 * (ref_logp - logp) ** 2"""),
+        ("con NumPy (no deriva)", """
+def kl_k3(logp, ref_logp):
+    d = np.asarray(ref_logp.detach()) - np.asarray(logp.detach())
+    return torch.from_numpy(np.exp(d) - d - 1)"""),
+    ],
+    "perdida-grpo": [
+        ("la de dapo", """
+def perdida_grpo(por_token, mascara):
+    return (por_token * mascara).sum() / mascara.sum()"""),
+        ("cuenta el relleno", """
+def perdida_grpo(por_token, mascara):
+    return por_token.mean(dim=1).mean()"""),
+        ("divide cada fila por todas sus posiciones", """
+def perdida_grpo(por_token, mascara):
+    return ((por_token * mascara).sum(dim=1) / por_token.shape[1]).mean()"""),
+        ("un número copiado de la pantalla", """
+def perdida_grpo(por_token, mascara):
+    return torch.tensor(0.3127)"""),
+    ],
+    "perdida-dapo": [
+        ("la de la lección (grpo)", """
+def perdida_dapo(por_token, mascara):
+    return ((por_token * mascara).sum(dim=1) / mascara.sum(dim=1)).mean()"""),
+        ("cuenta el relleno", """
+def perdida_dapo(por_token, mascara):
+    return por_token.mean()"""),
+        ("divide por todas las posiciones", """
+def perdida_dapo(por_token, mascara):
+    return (por_token * mascara).sum() / por_token.numel()"""),
+        ("un número copiado de la pantalla", """
+def perdida_dapo(por_token, mascara):
+    return torch.tensor(0.2961)"""),
+    ],
+    "perdida-dr-grpo": [
+        ("la de dapo", """
+def perdida_dr_grpo(por_token, mascara, max_completion_length):
+    return (por_token * mascara).sum() / mascara.sum()"""),
+        ("olvida el número de respuestas", """
+def perdida_dr_grpo(por_token, mascara, max_completion_length):
+    return (por_token * mascara).sum() / max_completion_length"""),
+        ("posiciones del tensor en vez de max_completion_length", """
+def perdida_dr_grpo(por_token, mascara, max_completion_length):
+    return (por_token * mascara).sum() / por_token.numel()"""),
+        ("cuenta el relleno", """
+def perdida_dr_grpo(por_token, mascara, max_completion_length):
+    return por_token.sum() / (por_token.shape[0] * max_completion_length)"""),
+    ],
+    "logp-por-token": [
+        ("sin desplazar (cada posición con su propio token)", """
+def logp_por_token(logits, ids, mascara):
+    C = mascara.shape[1]
+    logp = torch.log_softmax(logits[:, -C:], dim=-1)
+    return logp.gather(-1, ids[:, -C:].unsqueeze(-1)).squeeze(-1) * mascara"""),
+        ("probabilidad en vez de log-probabilidad", """
+def logp_por_token(logits, ids, mascara):
+    C = mascara.shape[1]
+    p = torch.softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return p[:, -C:] * mascara"""),
+        ("normaliza sobre las posiciones, no sobre el vocabulario", """
+def logp_por_token(logits, ids, mascara):
+    C = mascara.shape[1]
+    logp = torch.log_softmax(logits[:, :-1], dim=1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return logp[:, -C:] * mascara"""),
+        ("no pone a 0 el relleno", """
+def logp_por_token(logits, ids, mascara):
+    C = mascara.shape[1]
+    logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return logp[:, -C:]"""),
+        ("desplazado una posición de más", """
+def logp_por_token(logits, ids, mascara):
+    C = mascara.shape[1]
+    logp = torch.log_softmax(logits[:, :-2], dim=-1).gather(-1, ids[:, 2:].unsqueeze(-1)).squeeze(-1)
+    return logp[:, -C:] * mascara"""),
+    ],
+    "perdida-trl": [
+        ("sin el término KL", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    por_token = -objetivo_recortado(torch.exp(logp - logp_viejo), ventajas.unsqueeze(1), eps)
+    return {"grpo": perdida_grpo, "dapo": perdida_dapo}.get(loss_type, lambda p, m: perdida_dr_grpo(p, m, max_completion_length))(por_token, mascara)"""),
+        ("la KL restada en vez de sumada", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    por_token = -objetivo_recortado(torch.exp(logp - logp_viejo), ventajas.unsqueeze(1), eps) - beta * kl_k3(logp, logp_ref)
+    return {"grpo": perdida_grpo, "dapo": perdida_dapo}.get(loss_type, lambda p, m: perdida_dr_grpo(p, m, max_completion_length))(por_token, mascara)"""),
+        ("el ratio sin exponencial", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    por_token = -objetivo_recortado(logp - logp_viejo, ventajas.unsqueeze(1), eps) + beta * kl_k3(logp, logp_ref)
+    return {"grpo": perdida_grpo, "dapo": perdida_dapo}.get(loss_type, lambda p, m: perdida_dr_grpo(p, m, max_completion_length))(por_token, mascara)"""),
+        ("siempre dapo", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    por_token = -objetivo_recortado(torch.exp(logp - logp_viejo), ventajas.unsqueeze(1), eps) + beta * kl_k3(logp, logp_ref)
+    return perdida_dapo(por_token, mascara)"""),
+        ("sin el signo menos (maximiza)", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    por_token = objetivo_recortado(torch.exp(logp - logp_viejo), ventajas.unsqueeze(1), eps) + beta * kl_k3(logp, logp_ref)
+    return {"grpo": perdida_grpo, "dapo": perdida_dapo}.get(loss_type, lambda p, m: perdida_dr_grpo(p, m, max_completion_length))(por_token, mascara)"""),
+        ("ε fijo en 0.2", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    por_token = -objetivo_recortado(torch.exp(logp - logp_viejo), ventajas.unsqueeze(1), 0.2) + beta * kl_k3(logp, logp_ref)
+    return {"grpo": perdida_grpo, "dapo": perdida_dapo}.get(loss_type, lambda p, m: perdida_dr_grpo(p, m, max_completion_length))(por_token, mascara)"""),
+    ],
+}
+
+RIGHT = {
+    "reinforce-sin-baseline": [("torch.distributions", """
+def perdida_reinforce(theta, recompensas, acciones):
+    dist = torch.distributions.Categorical(logits=theta)
+    return -torch.mean(dist.log_prob(acciones) * recompensas[acciones])""")],
+    "reinforce-con-baseline": [("un bucle por grupo y logsumexp", """
+def perdida_reinforce_baseline(theta, recompensas, acciones):
+    logp_todas = theta - torch.logsumexp(theta, dim=0)
+    total = 0
+    for fila in acciones:
+        r = recompensas[fila]
+        total = total + ((r - r.mean()) * logp_todas[fila]).sum()
+    return -total / acciones.numel()""")],
+    "recorte-ppo": [("torch.where según el signo de la ventaja", """
+def objetivo_recortado(rho, A, eps=0.2):
+    A = torch.as_tensor(A, dtype=rho.dtype)
+    return torch.where(A >= 0, torch.clamp(rho, max=1 + eps) * A, torch.clamp(rho, min=1 - eps) * A)""")],
+    "ventaja-grupo": [("suma de cuadrados a mano", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    r = np.array(recompensas, dtype=float)
+    G, media = len(r), sum(recompensas) / len(r)
+    cuadrados = ((r - media) ** 2).sum()
+    if desviacion == "poblacional":
+        return (r - media) / np.sqrt(cuadrados / G)
+    return (r - media) / (np.sqrt(cuadrados / (G - 1)) + 0.0001)""")],
+    "kl-k3": [("con la razón r y expm1", """
+def kl_k3(logp, ref_logp):
+    log_r = ref_logp - logp
+    return torch.expm1(log_r) - log_r""")],
+    "perdida-grpo": [("un bucle por respuesta", """
+def perdida_grpo(por_token, mascara):
+    medias = [por_token[i][mascara[i].bool()].mean() for i in range(por_token.shape[0])]
+    return torch.stack(medias).mean()""")],
+    "perdida-dapo": [("indexando con la máscara", """
+def perdida_dapo(por_token, mascara):
+    return por_token[mascara.bool()].mean()""")],
+    "perdida-dr-grpo": [("torch.where y dos divisiones", """
+def perdida_dr_grpo(por_token, mascara, max_completion_length):
+    return torch.where(mascara.bool(), por_token, 0).sum() / len(por_token) / max_completion_length""")],
+    "logp-por-token": [("cross_entropy por token", """
+def logp_por_token(logits, ids, mascara):
+    C = mascara.shape[1]
+    pred, objetivo = logits[:, -C - 1:-1], ids[:, -C:]
+    nll = torch.nn.functional.cross_entropy(pred.transpose(1, 2), objetivo, reduction="none")
+    return torch.where(mascara.bool(), -nll, torch.zeros_like(nll))""")],
+    "perdida-trl": [("la fórmula entera en línea, sin las piezas", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    ratio = (logp - logp_viejo).exp()
+    A = ventajas[:, None]
+    objetivo = torch.minimum(ratio * A, ratio.clamp(1 - eps, 1 + eps) * A)
+    u = logp_ref - logp
+    por_token = -objetivo + (beta * (u.exp() - u - 1) if beta else 0)
+    m = mascara.to(por_token.dtype)
+    if loss_type == "grpo":
+        return ((por_token * m).sum(-1) / m.sum(-1)).mean()
+    divisor = m.sum() if loss_type == "dapo" else len(por_token) * max_completion_length
+    return (por_token * m).sum() / divisor""")],
+}
+
+
+def test_every_question_has_three_wrong_answers_and_one_right_one():
+    assert sorted(TESTS) == sorted(WRONG) == sorted(RIGHT)
+    assert all(len(WRONG[q]) >= 3 and len(RIGHT[q]) >= 1 for q in TESTS)
+
+
+def test_the_solutions_pass_every_check():
+    failures = {q: run_check(q) for q in TESTS}
+    assert not any(failures.values()), failures
+
+
+@pytest.mark.parametrize("question,label,answer", [(q, label, a) for q, answers in WRONG.items() for label, a in answers],
+                         ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
+def test_a_wrong_answer_fails(question, label, answer):
+    assert run_check(question, answer) is not None, f"{question}: the wrong answer «{label}» passed the check"
+
+
+@pytest.mark.parametrize("question,label,answer", [(q, label, a) for q, answers in RIGHT.items() for label, a in answers],
+                         ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
+def test_a_right_answer_in_another_style_passes(question, label, answer):
+    assert run_check(question, answer) is None, f"{question}: «{label}» failed: {run_check(question, answer)}"
+
+
+# Code a hint or a stub comment must not dictate (a call, an argument, a library name).
+CODE = re.compile(r"\b(?:torch|np|numpy)\.|\w+\(|\bdim\s*=|\bddof\b|keepdim|\b1e-4\b|\.mean\b|\.sum\b|\bgather\b|log_softmax")
+
+
+def test_hints_name_the_concept_not_the_code():
+    hints = {q: re.findall(r'failure_message: "(.+?)"', "\n".join(codes)) for q, codes in TESTS.items()}
+    assert all(hints.values()), hints
+    leaks = {q: h for q, hs in hints.items() for h in hs if CODE.search(h)}
+    assert not leaks, leaks
+
+
+def test_stub_comments_name_the_concept_not_the_code():
+    cells = [_text(c) for c in json.loads(STUDENT.read_text())["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])]
+    assert len(cells) == len(TESTS)
+    comments = [line.strip() for cell in cells for line in cell.splitlines() if line.strip().startswith("#")]
+    leaks = [c for c in comments if CODE.search(c)]
+    assert comments and not leaks, leaks
+
+
+def test_no_check_prints_what_it_expects():
+    """A failure message may describe the student's input or name the concept, never show the expected value."""
+    for question, codes in TESTS.items():
+        for code in codes:
+            for message in re.findall(r'f"([^"]*)"', code):
+                assert not re.search(r"\{[^}]*(esperad|trl|labs|g_trl|aggregate|group_adv)[^}]*\}", message, re.I), (
+                    question, message)
+
+
+def test_an_unwritten_exercise_is_named_instead_of_a_traceback(capsys):
+    from labs.l6.pending import EXERCISES, ejercicios_hechos
+
+    namespace: dict = {}
+    exec(PRELUDE + "\n\n".join(SOLUTIONS), namespace)
+    solved = [namespace[name] for name in EXERCISES]
+    assert ejercicios_hechos(*solved) and capsys.readouterr().out == ""
+
+    def perdida_trl(*args):  # otter's stub: a body of `...`
+        ...
+
+    assert not ejercicios_hechos(namespace["kl_k3"], perdida_trl)
+    out = capsys.readouterr().out
+    assert "`perdida_trl` aún no está escrita" in out and "«tu pérdida de GRPO» (sección 8)" in out
+    assert "kl_k3" not in out and "Traceback" not in out
+
+
+@pytest.mark.notebook  # executes the untouched student notebook in a kernel (without the real trainer step)
+def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(tmp_path):
+    """Run All on the student notebook as generated (every exercise a stub): no cell raises; every cell that uses a
+    student function says, in Spanish, which exercise to finish. The section-6 trainer step, the bandit runs and the
+    variance table are left out (they use no student function, and the cells that use the step's result are
+    guarded): running them is the nbval run's job."""
+    import shutil
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    shutil.copy(STUDENT, tmp_path / STUDENT.name)  # grader.check reads its tests from the notebook's metadata
+    nb = nbformat.read(STUDENT, as_version=4)
+    heavy = ("run_trainer_check(", "format_numbers(informe)", "train_grpo_bandit", "corridas.items()",
+             "variance_table(", "tabla[t]")  # the trainer step, the bandit runs, the variance table: no student code
+    nb.cells = [c for c in nb.cells if not any(h in _text(c) for h in heavy)]
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [(_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
+    guarded = [c for c in nb.cells if c.cell_type == "code" and "ejercicios_hechos(" in _text(c)
+               and "import" not in _text(c).split("\n", 1)[0]]
+    said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
+    assert len(guarded) >= 7 and all("termina el ejercicio «" in s for s in said), said
