@@ -26,7 +26,6 @@ from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import STATE_FINISHED, RunFolder
-from labs.l72.backend import choose_backend
 from labs.l72.memory import MemoryFraction
 from labs.l72.standby import STANDBY_ENV, ImportOrderError, UnslothLoadFailed, import_order_problem
 from labs.l72.standin import CpuFastLanguageModel
@@ -102,12 +101,7 @@ class Demo:
         run_name = None if self.full else f"l72-demo-{profile.name}"
         if not self.full and (runs_dir() / run_name).exists():
             shutil.rmtree(runs_dir() / run_name)  # the demo is remade every time; the long runs never are
-        self.profile, self.reward_funcs, self.run = start(target, run_name)
-        if not self.profile.use_cpu:
-            from labs.l72.gpu import check_unsloth_path
-
-            check_unsloth_path(self.profile)
-        self.backend = choose_backend(self.profile)
+        self.profile, self.reward_funcs, self.run, self.backend = start(target, run_name)
         self.fraction: MemoryFraction | None = None
         self.monitor: ResourceMonitor | None = None
         what = "run completo" if self.full else f"demo de {self.profile.max_steps} pasos"
@@ -149,7 +143,7 @@ class Demo:
             return cargar_modelo(fast_language_model, self.profile)
         import torch
 
-        from labs.l72.gpu import package_version
+        from labs.l72.steps import package_version
         from labs.l72.memory import engine_memory_fraction, expected_gpu_fraction
         from labs.l72.standby import standby_load_guard
 
