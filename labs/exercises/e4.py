@@ -85,6 +85,7 @@ def grade_lines(grade) -> list[str]:
         return ["Aún no hay ninguna ejecución terminada que evaluar."]
     verdicts = ", ".join(f"criterio {c.number}: {c.verdict}" for c in grade.criteria[:3])
     lines = [f"Ejecución principal, la que juzga los criterios 1 a 3: '{grade.run_dir.name}' ({verdicts})."]
+    lines += [grade.main_why] if grade.main_why else []
     lines += level4_lines(grade.level4)
     lines.append(f"Nivel sugerido: {grade.level}. {grade.level_reason}")
     return lines
