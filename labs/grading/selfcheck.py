@@ -120,10 +120,10 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
             f"No hay ninguna ejecución terminada en {runs_dir()} y el laboratorio L7.1 (labs.l71) no está disponible "
             "en esta copia del curso. Ejecuta primero el notebook del L7.1 o indica la carpeta de tu ejecución."
         ) from None
-    from labs.core.profiles import get_profile
+    from labs.core.profiles import get_profile, student_command
 
     chosen = get_profile(profile)
-    command = f"python -m labs l71 --profile {chosen.name}"  # the L7.1 notebook's terminal command (same run folder)
+    command = student_command("l71", chosen)  # the L7.1 notebook's terminal command (same run folder)
     if not (entrenar_aqui or chosen.use_cpu):
         raise RuntimeError(
             f"No hay ninguna ejecución terminada que evaluar. Entrena la receta del L7.1 en una terminal, desde la carpeta "

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from labs import l71
 from labs.core.paths import runs_dir
-from labs.core.profiles import Profile, get_profile
+from labs.core.profiles import Profile, get_profile, student_command
 from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import STATE_FINISHED, RunFolder
 from labs.l72.memory import MemoryFraction
@@ -77,7 +77,9 @@ def _hours(profile: Profile) -> str:
 
 
 def terminal_command(profile: Profile) -> str:
-    return f"python -m labs l72 --profile {profile.name}"
+    """The terminal command of L7.2's run: on a GPU ``python -m labs l72`` picks ``rtx5090`` by itself
+    (``steps.profile_for_l72``), so it names no profile; a CPU profile is named unless it is the one in use."""
+    return "python -m labs l72" if not profile.use_cpu else student_command("l72", profile)
 
 
 class Demo:
