@@ -300,6 +300,10 @@ def test_ci_rehearsal_end_to_end(tmp_path):
     advice = record["headroom"]
     assert advice["eval_size"] == CI.eval_size and advice["recommended_profile"] in ("rtx5090", "rtx5090-base")
     assert "Lo que el criterio 3 podrá detectar" in page and advice["recommended_profile"] in page
+    start = record["parts"]["l71"]["format_reward_start"]  # measured at the first step: can level 4's E2 show?
+    assert 0 <= start <= 0.5 and record["level4_outlook"]["start"] == pytest.approx(start, abs=1e-4)
+    assert record["level4_outlook"]["possible"] in (True, False)
+    assert f"**Lo que el nivel 4 podrá mostrar.** {record['level4_outlook']['text_es']}" in page
 
 
 def test_the_rehearsal_says_whether_level_4s_comparison_can_appear():

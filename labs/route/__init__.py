@@ -181,8 +181,9 @@ def outlook_es(rehearsal: dict | None = None) -> str:
         "  [rtx5090-base] Criterios 2 y 3: Qwen3-4B-Base con el pase de formato parte de respuestas cortas y con "
         "errores que corregir: precisión y longitud tienen margen para subir (es donde R1-Zero vio crecer la longitud).",
         "Por eso la ruta recomienda rtx5090-base para el run principal (L7.1, ejercicios, E4) salvo que el ensayo diga "
-        "otra cosa; L7.2 sigue en rtx5090. Mídelo: python -m labs rehearse, y guarda el perfil con "
-        "python -m labs profile --accept.",
+        "otra cosa; L7.2 sigue en rtx5090. Mídelo: python -m labs rehearse ensaya el perfil guardado o, sin elección, "
+        "rtx5090-base con su pase de formato (lo que va a correr); con --profile rtx5090 mide el modelo instruct. Guarda "
+        "el perfil con python -m labs profile --accept.",
     ])
 
 
