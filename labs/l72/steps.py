@@ -142,7 +142,6 @@ def check_unsloth_path(profile: Profile) -> None:
         raise preflight.PreflightError(problems)
 
 
-
 def record_run(run: RunFolder, profile: Profile, reward_funcs, base_model: str, base_label: str, backend: Backend,
                fraction: MemoryFraction) -> None:
     """run.json, as L7.1 writes it, plus the back-end that ran and the memory fraction in force."""
