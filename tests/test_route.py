@@ -79,6 +79,9 @@ def test_the_route_follows_the_saved_profile_and_keeps_l72_on_the_instruct_one(t
     assert profile.name == "rtx5090-base" and str(tmp_path) in why
     steps = route(profile)
     assert steps[position(steps, "labs l71")].hours == pytest.approx(time_plan(profile).hours)
+    l72 = steps[position(steps, "labs l72")]  # L7.2 stays on the instruct profile, which its command picks itself
+    assert "(rtx5090, lo elige la orden)" in l72.why
+    assert l72.hours == pytest.approx(time_plan(get_profile("rtx5090"), "unsloth").hours)
     assert position(steps, "labs profile --accept") == position(steps, "labs rehearse") + 1
     assert "--profile" not in render_es(steps)  # every command uses the saved profile (issue 33, item 4)
 
