@@ -66,7 +66,7 @@ def test_the_notebooks_settings_reach_the_terminal_and_a_finished_run_says_fresh
         make_run(runs, name, metrics=history(2), max_steps=2, profile="ci", verdicts=paired_verdicts(*GOOD_HOLDOUT))
     _save_settings(get_profile("ci"), tmp_path, learning_rate=4e-5)
     saved = capsys.readouterr().out
-    assert "ya terminó" in saved and "python -m labs l71 --profile ci --fresh" in saved  # the edit cannot apply
+    assert "ya terminó" in saved and "python -m labs l71 --fresh" in saved  # the edit cannot apply (ci is the profile in use: not named)
     assert main(["--profile", "ci"]) == 0
     out = capsys.readouterr().out
     assert "[ajustes] Uso tus ajustes del cuaderno L7.1" in out and "learning_rate=4e-05" in out

@@ -37,7 +37,7 @@ def test_saved_knobs_come_back_as_overrides(runs, tmp_path):
     lines = []
     path = settings.save(config(profile, tmp_path, learning_rate=3e-5, beta=0.1), profile, echo=lines.append)
     assert path == runs / "_ajustes" / "l71-ci.json"
-    assert "learning_rate=3e-05 (perfil: " in lines[0] and "python -m labs l71 --profile ci" in lines[1]
+    assert "learning_rate=3e-05 (perfil: " in lines[0] and "python -m labs l71" in lines[1] and "--profile" not in lines[1]
     overrides, source = settings.load(profile, echo=lines.append)
     assert overrides == {"learning_rate": 3e-5, "beta": 0.1}
     assert source["file"] == str(path) and source["values"] == overrides and source["source"] == settings.SOURCE
@@ -58,7 +58,7 @@ def test_an_edit_after_a_finished_run_says_it_needs_fresh(runs, tmp_path):
     run.write_status(STATE_FINISHED, profile.max_steps, profile.max_steps)
     lines = []
     settings.save(config(profile, tmp_path, max_steps=7), profile, run, echo=lines.append)
-    assert "ya terminó" in lines[1] and "python -m labs l71 --profile ci --fresh" in lines[1]
+    assert "ya terminó" in lines[1] and "python -m labs l71 --fresh" in lines[1]
 
 
 @pytest.mark.parametrize("content, expected", [

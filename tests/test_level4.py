@@ -12,7 +12,7 @@ import sys
 import types
 
 import pytest
-from rundirs import e2_run, good_run, history, make_run, paired_verdicts
+from rundirs import NO_GAIN_HOLDOUT, e2_run, good_run, history, make_run, paired_verdicts
 
 from labs.exercises import e4
 from labs.grading import grade as grade_module
@@ -123,3 +123,28 @@ def test_predictions_are_read_from_the_exercise_notebooks_without_running_them(t
     assert "E1: «Con G = 16 la curva será menos ruidosa &lt;b&gt;pero&lt;/b&gt; más lenta.»" in text
     assert "E2: _(sin predicción en el notebook)_" in text
     assert "No se encontró el notebook C2b_rubrica.ipynb" not in text  # the rubric is not mistaken for E1
+
+
+def test_the_main_run_is_l71s_beside_a_later_l72_run_of_the_same_length(tmp_path, monkeypatch):
+    """Issue 33, item 3: L7.2 trains as many steps as L7.1 and finishes after it; a good L7.1 run beside a
+    flat L7.2 run is level 3, by one rule the grader, C2b's self-check and E4 share, and each says why."""
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    l71 = good_run(tmp_path, "l71-rtx5090-base", metrics=history(500, seed=1), lab="L7.1", profile="rtx5090-base")
+    flat = history(500, seed=3, correctness=(0.6, 0.6), fmt=(0.45, 0.45), soft=(0.19, 0.19), length=(250, 250))
+    l72 = make_run(tmp_path, "l72-rtx5090", metrics=flat, lab="L7.2", verdicts=paired_verdicts(*NO_GAIN_HOLDOUT))
+    status = json.loads((l72 / "status.json").read_text())
+    status["updated"] = "2099-01-01T00:00:00+00:00"  # it finished after L7.1
+    (l72 / "status.json").write_text(json.dumps(status))
+    assert grade_module.grade_run(l72).level == grade_module.BELOW_3  # graded on its own, L7.2 would fail
+
+    g = grade_submission(tmp_path)
+    assert g.run_dir == l71 and g.level == grade_module.LEVEL_3
+    assert "l72-rtx5090 (no es del L7.1: es una comparación)" in g.main_why
+    assert g.main_why in render_markdown(g, [])
+
+    main = selfcheck.find_or_make_run(echo=lambda line: None)
+    assert main == l71
+    grade, report = selfcheck.self_check(main)
+    assert grade.level == grade_module.LEVEL_3 and "no es del L7.1" in report.read_text()
+    lines = e4.grade_lines(selfcheck.grade_runs())
+    assert f"'{l71.name}'" in lines[0] and lines[-1].startswith(f"Nivel sugerido: {grade_module.LEVEL_3}")

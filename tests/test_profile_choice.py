@@ -171,3 +171,50 @@ def test_l72_runs_on_the_instruct_profile_when_the_saved_one_is_the_base(runs, g
     assert l72_profile("ci")[0].name == "ci"
     monkeypatch.setenv(PROFILE_ENV, BASE)  # the student's explicit word is kept
     assert l72_profile()[0].name == BASE
+
+
+def test_the_rehearsal_rehearses_the_saved_profile_or_the_one_it_will_recommend(runs):
+    """Issue 33, item 5: the rehearsal ran rtx5090 whatever was saved, so rtx5090-base's LoRA format pass, its
+    merge and its r=32 training first ran inside the multi-hour job."""
+    from labs.rehearsal import budget
+
+    assert budget.default_profile(None, {}, cuda_visible=True).name == BASE  # nothing saved: what it will recommend
+    profile_choice.save_choice("rtx5090")
+    assert budget.default_profile(None, {}, cuda_visible=True).name == "rtx5090"
+    profile_choice.save_choice(BASE)
+    rehearsed = budget.rehearsal_profile(budget.default_profile(None, {}, cuda_visible=True))
+    base = get_profile(BASE)
+    assert rehearsed.name == BASE and rehearsed.format_pass and rehearsed.model == base.model
+    assert (rehearsed.lora_r, rehearsed.learning_rate) == (base.lora_r, base.learning_rate)
+    assert budget.default_profile(None, {}, cuda_visible=False).name == "ci"  # a saved GPU profile needs the GPU
+
+
+def test_l72s_comparison_on_the_base_route_reads_the_main_l71_run(runs, gpu):
+    """Issue 33, item 5: on the base route L7.2 compares with the route's own L7.1 run (the graded one), not with
+    an rtx5090 L7.1 run the route never makes; and the grader still grades L7.1's."""
+    from labs.grading import grade_submission
+    from labs.l72 import demo
+
+    profile_choice.save_choice(BASE)
+    base = get_profile(BASE)
+    l71 = make_run(runs, f"l71-{BASE}", metrics=history(base.max_steps), profile=BASE, beta=base.beta,
+                   verdicts=paired_verdicts(*GOOD_HOLDOUT))
+    make_run(runs, "l72-rtx5090", metrics=history(500), profile="rtx5090", lab="L7.2",
+             verdicts=paired_verdicts(*GOOD_HOLDOUT))
+    said = []
+    assert demo.l71_reference(show=said.append) == l71
+    assert BASE in said[0] and "L7.2 corre con rtx5090" in said[0]
+    assert grade_submission(runs).run_dir == l71
+    (l71 / "status.json").unlink()  # no finished L7.1 run: the command for the student's own profile
+    assert demo.l71_reference(show=said.append) is None and "python -m labs l71." in said[-1]
+
+
+def test_l72s_command_on_the_base_route_names_no_profile(runs, gpu):
+    """Issue 33, item 4: on the base route ``python -m labs l72`` picks rtx5090 itself; the printed command does
+    not name a profile the student did not choose."""
+    from labs.l71.notebook import terminal_command as l71_command
+    from labs.l72 import demo
+
+    profile_choice.save_choice(BASE)
+    assert demo.terminal_command(get_profile("rtx5090")) == "python -m labs l72"
+    assert l71_command(get_profile(BASE)) == "python -m labs l71"

@@ -44,9 +44,9 @@ def test_ci_rehearsal_is_the_ci_profile_with_two_steps():
     assert rp.max_prompt_tokens == CI.max_prompt_tokens and rp.eval_size == CI.eval_size
 
 
-def test_default_profile_and_device_tag():
+def test_default_profile_and_device_tag(tmp_path):
     assert budget.default_profile(None, {}, cuda_visible=False).name == "ci"
-    assert budget.default_profile(None, {}, cuda_visible=True).name == "rtx5090"
+    assert budget.default_profile(None, {}, cuda_visible=True, runs_root=tmp_path).name == "rtx5090-base"
     assert budget.default_profile(None, {"COURSE_PROFILE": "cpu"}, cuda_visible=True).name == "cpu"
     assert budget.default_profile("cpu", {}, cuda_visible=True).name == "cpu"
     assert budget.device_tag("NVIDIA GeForce RTX 5090") == "rtx-5090"
@@ -300,3 +300,24 @@ def test_ci_rehearsal_end_to_end(tmp_path):
     advice = record["headroom"]
     assert advice["eval_size"] == CI.eval_size and advice["recommended_profile"] in ("rtx5090", "rtx5090-base")
     assert "Lo que el criterio 3 podrá detectar" in page and advice["recommended_profile"] in page
+    start = record["parts"]["l71"]["format_reward_start"]  # measured at the first step: can level 4's E2 show?
+    assert 0 <= start <= 0.5 and record["level4_outlook"]["start"] == pytest.approx(start, abs=1e-4)
+    assert record["level4_outlook"]["possible"] in (True, False)
+    assert f"**Lo que el nivel 4 podrá mostrar.** {record['level4_outlook']['text_es']}" in page
+
+
+def test_the_rehearsal_says_whether_level_4s_comparison_can_appear():
+    """Issue 33, item 5: E2's hacking signature needs the format reward to rise; after a format pass it may start
+    at its ceiling. The rehearsal says so from the format reward it measured at the first step."""
+    from labs.grading.outlook import level4_outlook, recommend
+
+    rising = level4_outlook(0.06, "cpu")  # what the cpu profile measures
+    assert rising["possible"] is True and "0.06 de 0.5" in rising["text_es"]
+    at_ceiling = level4_outlook(0.48, "rtx5090-base")
+    assert at_ceiling["possible"] is False and "techo" in at_ceiling["text_es"]
+    assert level4_outlook(None, "rtx5090-base")["possible"] is None
+    record = {"profile": "rtx5090-base", "base_holdout": {"n": 200, "accuracy": 0.8, "mean_length": 120.0, "model": "m"},
+              "level4_outlook": at_ceiling, "parts": {}, "not_checked": []}
+    assert at_ceiling["text_es"] in recommend(record).outlook_es
+    assert at_ceiling["text_es"] in report.render_es(record)
+

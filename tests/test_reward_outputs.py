@@ -62,9 +62,7 @@ def test_every_refusal_beyond_trl_is_the_infinite_reward():
     assert all(trl_ok for _, _, trl_ok, ours in REWARD_OUTPUTS if ours)
 
 
-def test_the_probe_passes_a_real_trainer_state_a_schedule_can_read():
-    from transformers import TrainerState
-
+def test_the_probe_passes_a_trainer_state_a_schedule_can_read():
     seen = {}
 
     def schedule(completions, trainer_state, log_metric, log_extra, **kwargs):
@@ -75,8 +73,20 @@ def test_the_probe_passes_a_real_trainer_state_a_schedule_can_read():
         return [weight] * len(completions)
 
     assert preflight.check_reward_calls([schedule], COLUMNS, get_profile("ci")) == []
-    assert isinstance(seen["state"], TrainerState) and seen["state"].global_step == 0
-    assert seen["state"].max_steps == get_profile("ci").max_steps
+    assert seen["state"].global_step == 0 and seen["state"].max_steps == get_profile("ci").max_steps
+
+
+def test_the_probes_trainer_state_has_every_field_of_transformers_own():
+    """The probe's state is built without transformers (L7.2 imports unsloth first) but is what TRL passes:
+    every field of the installed ``TrainerState``, with the same value at the first step of a profile."""
+    import dataclasses
+
+    from transformers import TrainerState
+
+    profile = get_profile("ci")
+    probe = preflight.trainer_state(profile)
+    real = TrainerState(max_steps=profile.max_steps, logging_steps=profile.logging_steps, save_steps=profile.save_steps)
+    assert {f.name: getattr(probe, f.name) for f in dataclasses.fields(TrainerState)} == vars(real)
 
 
 def test_a_numpy_reward_passes_preflight():

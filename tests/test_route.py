@@ -45,7 +45,7 @@ def test_kernels_that_hold_the_gpu_are_shut_down(steps):
 def test_the_rendered_route_labels_every_figure_as_planned(steps):
     text = render_es(steps)
     assert text.count(LABEL_ES) == sum(s.hours is not None for s in steps) + 1  # each step and the total
-    assert "python -m labs rehearse" in text and "[terminal] python -m labs sweep E2 --profile rtx5090" in text
+    assert "python -m labs rehearse" in text and "[terminal] python -m labs sweep E2  " in text
 
 
 def test_the_readme_route_shows_the_planned_figures(steps):
@@ -78,10 +78,12 @@ def test_the_route_follows_the_saved_profile_and_keeps_l72_on_the_instruct_one(t
     profile, why = route_profile()
     assert profile.name == "rtx5090-base" and str(tmp_path) in why
     steps = route(profile)
-    assert steps[position(steps, "labs l71")].what == "python -m labs l71 --profile rtx5090-base"
-    assert steps[position(steps, "labs l72")].what == "python -m labs l72 --profile rtx5090"
+    assert steps[position(steps, "labs l71")].hours == pytest.approx(time_plan(profile).hours)
+    l72 = steps[position(steps, "labs l72")]  # L7.2 stays on the instruct profile, which its command picks itself
+    assert "(rtx5090, lo elige la orden)" in l72.why
+    assert l72.hours == pytest.approx(time_plan(get_profile("rtx5090"), "unsloth").hours)
     assert position(steps, "labs profile --accept") == position(steps, "labs rehearse") + 1
-    assert "sweep E1 --profile rtx5090-base" in render_es(steps)
+    assert "--profile" not in render_es(steps)  # every command uses the saved profile (issue 33, item 4)
 
 
 def test_the_outlook_before_any_rehearsal_comes_from_the_rules(tmp_path, monkeypatch):
@@ -94,3 +96,40 @@ def test_the_outlook_before_any_rehearsal_comes_from_the_rules(tmp_path, monkeyp
     assert f"{ceiling.LENGTH_FULL_SHARE * 100:.0f} %" in text
     measured = outlook_es({"profile": "rtx5090", "base_holdout": {"n": 200, "accuracy": 0.95, "mean_length": 300.0}})
     assert measured.startswith("Qué puede mostrar cada perfil (medido en el ensayo)") and "Recomendación: rtx5090-base" in measured
+
+
+def _readme_route_commands() -> list[str]:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    commands = []
+    for line in readme.splitlines():
+        if re.match(r"\| \w+ \| terminal \|", line):
+            commands += [c for c in re.findall(r"`([^`]+)`", line) if c.startswith(("python -m labs", "make "))]
+    return commands
+
+
+def test_the_readme_route_table_has_labs_routes_commands(steps):
+    """Issue 33, item 4: the README's table quotes labs.route's terminal commands, in order, and names no profile."""
+    assert _readme_route_commands() == [s.what.split(" (")[0] for s in steps if s.where == TERMINAL]
+
+
+def test_no_command_a_student_copies_names_a_5090_profile(tmp_path, monkeypatch):
+    """Issue 33, item 4: a student on rtx5090-base who copies a command from the README or a notebook must not
+    train rtx5090 (the opening of the L7.1 notebook and the README's route printed --profile rtx5090)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    texts = {p.name: p.read_text(encoding="utf-8") for p in [root / "README.md", *sorted((root / "sources").glob("*.ipynb")),
+                                                             *sorted((root / "notebooks").glob("*.ipynb"))]}
+    lab_run = re.compile(r"python -m labs (l71|l72|sweep)\b[^`\n\"]*--profile[ =]rtx5090")
+    assert {name: lab_run.findall(text) for name, text in texts.items() if lab_run.search(text)} == {}
+    from labs.core.profiles import student_command
+    from labs.l71.notebook import terminal_command
+
+    monkeypatch.setenv("COURSE_PROFILE", "rtx5090-base")  # the profile in use, as a saved choice makes it
+    base = get_profile("rtx5090-base")
+    assert terminal_command(base) == student_command("l71", base) == "python -m labs l71"
+    assert student_command("l71", "rtx5090") == "python -m labs l71 --profile rtx5090"  # another one is named

@@ -331,7 +331,7 @@ def test_set_gives_every_variant_the_budget_and_is_remembered(env, monkeypatch, 
     out = capsys.readouterr().out
     assert "Presupuesto max_steps=3 guardado" in out and "ya terminada, la reutilizo" in out
     assert exercises.recorded_budget(get_profile("ci")) == budget
-    assert sweep.command_line("E2", get_profile("ci")) == "python -m labs sweep E2 --profile ci --set max_steps=3"
+    assert sweep.command_line("E2", get_profile("ci")) == "python -m labs sweep E2 --set max_steps=3"  # ci is in use
     # the notebook reads those runs, without training
     result = sweep.read_or_run("E2", exercises.e2_variants("ci"), "ci", echo=lambda line: None)
     assert [r.state for r in result.results] == [sweep.SKIPPED, sweep.SKIPPED] and not result.failed

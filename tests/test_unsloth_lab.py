@@ -222,6 +222,31 @@ def test_the_lab_modules_import_nothing_unsloth_patches():
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
+
+def test_l72s_start_on_rtx5090_leaves_the_import_order_open():
+    """Issue 33, item 2: everything L7.2 does before ``import unsloth`` (the lab, the demo and the rehearsal
+    call ``start``), the reward functions' probe included, imports none of trl, transformers and peft.
+
+    In a fresh process. Without a CUDA GPU the machine's checks, the last steps of ``start``, stop it after
+    the pre-flight and the run folder; with one (the GPU stack) ``start`` returns and unsloth would come next.
+    """
+    result = _python("""
+        import json, os, sys
+        from labs.doctor import EnvironmentNotReady
+        from labs.l72 import ORDER_SENSITIVE_MODULES, BackendUnavailable, start
+        from labs.l72.standby import import_order_problem
+        try:
+            reached = start("rtx5090").backend.name
+        except (EnvironmentNotReady, BackendUnavailable) as exc:
+            reached = type(exc).__name__
+        print(json.dumps([reached, import_order_problem(sys.modules, os.environ),
+                          [m for m in ORDER_SENSITIVE_MODULES if m in sys.modules]]))
+    """)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reached, problem, imported = json.loads(result.stdout.strip().splitlines()[-1])
+    assert reached in ("EnvironmentNotReady", "BackendUnavailable", u.BACKEND_UNSLOTH)
+    assert problem is None and imported == []
+
 # --------------------------------------------------------------------------------------------------
 # The memory fraction in force
 # --------------------------------------------------------------------------------------------------

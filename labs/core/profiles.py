@@ -61,6 +61,17 @@ def default_profile_name() -> tuple[str, str]:
     return "cpu", "no se ve ninguna GPU CUDA" + broken
 
 
+def student_command(subcommand: str, profile: Profile | str, picks: str | None = None) -> str:
+    """``python -m labs <subcommand>`` for a student to copy, naming ``--profile`` only when the command would not
+    pick ``profile`` by itself here: ``picks``, by default ``default_profile_name`` (COURSE_PROFILE, the saved
+    choice, the automatic one). A printed command thus never names a profile the student did not choose
+    (issue 33: a student on ``rtx5090-base`` copied ``--profile rtx5090`` and trained the other model)."""
+    name = profile.name if isinstance(profile, Profile) else profile
+    picks = default_profile_name()[0] if picks is None else picks
+    flag = "" if name == picks else f" --profile {name}"
+    return f"python -m labs {subcommand}{flag}"
+
+
 def get_profile(name: str | None = None, **overrides) -> Profile:
     """Return the profile called ``name`` (or the default one), with ``overrides`` applied."""
     if name is None:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from labs.core.paths import REPO_ROOT, runs_dir
-from labs.core.profiles import Profile
+from labs.core.profiles import Profile, student_command
 from labs.core.runfolder import RunFolder
 from labs.exercises.sweep import SweepError, format_value
 from labs.exercises.variants import base_overrides, e2_variants, is_smoke_test
@@ -85,6 +85,7 @@ def grade_lines(grade) -> list[str]:
         return ["Aún no hay ninguna ejecución terminada que evaluar."]
     verdicts = ", ".join(f"criterio {c.number}: {c.verdict}" for c in grade.criteria[:3])
     lines = [f"Ejecución principal, la que juzga los criterios 1 a 3: '{grade.run_dir.name}' ({verdicts})."]
+    lines += [grade.main_why] if grade.main_why else []
     lines += level4_lines(grade.level4)
     lines.append(f"Nivel sugerido: {grade.level}. {grade.level_reason}")
     return lines
@@ -99,7 +100,7 @@ def terminal_command(profile: Profile, reward_names, funcs, runs_root=None) -> s
             name = f"{os.path.relpath(Path(path).resolve(), REPO_ROOT)}:{function}"
         names.append(name)
     sets = "".join(f" --set {k}={format_value(v)}" for k, v in base_overrides(profile, runs_root=runs_root).items())
-    return (f"python -m labs l71 --profile {profile.name} --lab {LAB} --run-name {run_name(profile, funcs)} "
+    return (f"{student_command('l71', profile)} --lab {LAB} --run-name {run_name(profile, funcs)} "
             f"--rewards {','.join(names)}{sets}")
 
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labs.core.paths import runs_dir
-from labs.core.profiles import PROFILES, Profile, get_profile
+from labs.core.profiles import PROFILES, Profile, get_profile, student_command
 from labs.core.runfolder import RunFolder
 from labs.exercises.child import TAIL_LINES, failure_message, free_port, run_child  # noqa: F401 (TAIL_LINES: as before)
 from labs.exercises.variant import (  # noqa: F401 (replace, recorded_rewards: reachable as sweep.<name>)
@@ -248,7 +248,7 @@ def command_line(exercise: str, profile: Profile, runs_root=None) -> str:
     """The terminal command for an exercise, with the budget the notebook's variants use."""
     budget = recorded_budget(profile, runs_root)
     sets = "".join(f" --set {k}={format_value(v)}" for k, v in budget.items())
-    return f"python -m labs sweep {exercise} --profile {profile.name}{sets}"
+    return student_command(f"sweep {exercise}", profile) + sets
 
 
 def read_or_run(exercise: str, variants: Sequence[Variant], profile: Profile | str | None = None, *,

@@ -9,7 +9,7 @@ From a terminal::
 From a notebook: ``grade_run(run_dir) -> RunGrade``, ``write_report(grade, out_dir)``,
 ``grade_class(class_dir, out_dir)``, and for the students' self-check ``find_or_make_run()``,
 ``self_check(run_dir)``, ``grade_runs()`` and ``show_report(path)``; ``level4_evidence`` is the level-4 rule
-they all share.
+they all share, and ``choose_main`` the rule for the main run (L7.1's; L7.2, the sweeps and E4 are comparisons).
 
 It reads only the run-folder layout of ``labs.core.runfolder`` (JSON, JSON lines, PNG), never executes or
 unpickles anything submitted, writes only under the output folder, and turns every unreadable input
@@ -23,18 +23,21 @@ evaluation), ``criteria`` (the four criteria), ``grade`` (a run or submission, l
 
 from .cli import grade_class, grade_one, main
 from .criteria import CUMPLE, MANUAL, NO_CUMPLE, NO_SE_PUEDE, Criterion
-from .grade import Level4Evidence, RunGrade, grade_run, grade_submission, level4_evidence, level4_lines
+from .grade import (MAIN_LAB, Level4Evidence, RunGrade, choose_main, grade_run, grade_submission, level4_evidence,
+                    level4_lines)
 from .report import write_report
 from .selfcheck import choose_run, find_or_make_run, grade_runs, newest_finished_run, other_runs, self_check, show_report
 
 __all__ = [
     "CUMPLE",
+    "MAIN_LAB",
     "MANUAL",
     "NO_CUMPLE",
     "NO_SE_PUEDE",
     "Criterion",
     "Level4Evidence",
     "RunGrade",
+    "choose_main",
     "choose_run",
     "find_or_make_run",
     "grade_class",

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from labs.core import diagnostics as dg
 from labs.core import runfolder as rf
+from labs.core.spanish import plural
 
 from . import criteria as cr
 from .holdout import check_holdout
@@ -64,6 +65,7 @@ class RunGrade:
     level4: Level4Evidence | None = None  # which runs carry the level-4 evidence (``level4_evidence``)
     predictions: dict[str, str | None] = field(default_factory=dict)  # E1-E3 predictions from the notebooks
     problems: list[str] = field(default_factory=list)  # about the submission as a whole
+    main_why: str = ""  # which run is the main one and why (``choose_main``), in Spanish
 
     @property
     def verdicts(self) -> list[str]:
@@ -199,12 +201,22 @@ def suggest_level(grade: RunGrade) -> None:
         )
 
 
-def _main_run_key(data: RunData):
-    """Sort key: the main run has a correctness reward, finished, has the most steps, is the newest."""
+MAIN_LAB = "L7.1"  # the graded run is L7.1's; L7.2, the exercises' sweeps and E4 are comparisons
+MAIN_RUN_RULE_ES = (
+    "la regla del evaluador: la ejecución principal es la del L7.1. Primero las que tienen recompensa de corrección, "
+    "después las del L7.1 (L7.2, los ejercicios y E4 son comparaciones), después las terminadas, después las de más "
+    "pasos y, a igualdad, la más reciente"
+)
+
+
+def main_run_key(data: RunData):
+    """Sort key, the grader's one rule for the main run (``MAIN_RUN_RULE_ES``; RUBRIC.md states it): a correctness
+    reward, then L7.1's (``run.json``'s ``lab``), then finished, then the most steps, then the newest."""
     names = [n for n, _ in cr.all_reward_names(data)]
     status = data.status or {}
     return (
         any(dg.is_correctness_name(n) for n in names),
+        (data.run or {}).get("lab") == MAIN_LAB,
         status.get("state") == rf.STATE_FINISHED,
         status.get("max_steps") or 0,
         str(status.get("updated") or ""),
@@ -212,10 +224,34 @@ def _main_run_key(data: RunData):
     )
 
 
+def _loses_on(winner: tuple, other: tuple) -> str:
+    """Why ``main_run_key`` put ``other`` below ``winner``, in Spanish."""
+    if winner[0] != other[0]:
+        return "no tiene recompensa de corrección"
+    if winner[1] != other[1]:
+        return "no es del L7.1: es una comparación"
+    if winner[2] != other[2]:
+        return "no ha terminado"
+    if winner[3] != other[3]:
+        return f"pide {plural(other[3], 'paso')} frente a {winner[3]}"
+    return "es más antigua"
+
+
+def choose_main(runs: Sequence[RunData]) -> tuple[RunData, list[RunData], str]:
+    """The main run among ``runs`` by ``main_run_key``, the others, and why (Spanish: the rule and each other's place)."""
+    keyed = sorted(((main_run_key(d), d) for d in runs), key=lambda kd: kd[0])
+    best_key, best = keyed[-1]
+    others = [f"{d.root.name} ({_loses_on(best_key, k)})" for k, d in reversed(keyed[:-1])]
+    why = f"Se evalúa {best.root.name} por {MAIN_RUN_RULE_ES}."
+    if others:
+        why += " Quedan como comparaciones: " + "; ".join(others) + "."
+    return best, [d for _, d in keyed[:-1]], why
+
+
 def grade_submission(root: str | Path, name: str | None = None, problems=(), skip: Path | None = None) -> RunGrade:
     """Grade a student's submission folder: its main run, its other runs as comparisons, its notebook.
 
-    The main run is the one with a correctness reward, finished, with the most steps, newest last.
+    The main run is L7.1's, by the grader's one rule (``choose_main``); the report says which and why.
     """
     root = Path(root)
     name = name or root.name
@@ -230,8 +266,9 @@ def grade_submission(root: str | Path, name: str | None = None, problems=(), ski
                 ("status", "si el entrenamiento terminó"), ("metrics", "las curvas de entrenamiento"), ("eval", "la mejora en el holdout"))])
             grade = _grade(data, [], notebook)
         else:
-            loaded = sorted((load_run(r) for r in runs), key=_main_run_key)
-            grade = _grade(loaded[-1], loaded[:-1], notebook)
+            main, others, why = choose_main([load_run(r) for r in runs])
+            grade = _grade(main, others, notebook)
+            grade.main_why = why
         grade.name = name
         grade.predictions = exercise_predictions(notebooks)
         grade.problems = list(problems) + grade.problems

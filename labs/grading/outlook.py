@@ -79,6 +79,40 @@ def length_outlook(mean_length: float | None, profile_name: str) -> tuple[bool |
     return True, text
 
 
+# A format reward that starts at this share of its maximum has no room left to rise: E2's hacking signature (the
+# format reward rises while correctness does not, labs.core.diagnostics.detect_format_hacking) cannot appear.
+FORMAT_CEILING_SHARE = 0.9
+
+
+def level4_outlook(format_start: float | None, profile_name: str) -> dict:
+    """Whether level 4's comparison can show on ``profile_name``, from the format reward the rehearsal measured at
+    its first step (``format_start``; its maximum is ``REWARD_VALUES["format_reward"]``).
+
+    Level 4 needs a finished run where the format-hacking detector fires (E2's, correctness dropped): the format
+    reward must *rise* while correctness does not. After a format pass the format reward may start at its
+    ceiling, and then it cannot rise. Returns ``{"possible": bool | None, "start", "max", "share", "text_es"}``.
+    """
+    from rewards import REWARD_VALUES
+
+    top = REWARD_VALUES["format_reward"]
+    if not isinstance(format_start, (int, float)):
+        return {"possible": None, "start": None, "max": top, "share": None, "text_es": (
+            "Nivel 4 (la comparación de E2): el ensayo no midió la recompensa de formato del primer paso.")}
+    share = format_start / top
+    text = (f"Nivel 4 (la comparación de E2): en el primer paso de {profile_name} la recompensa de formato vale "
+            f"{format_start:.2f} de {top:g} ({_pct(share)}).")
+    possible = share < FORMAT_CEILING_SHARE
+    if possible:
+        text += (" Tiene margen para subir, así que la firma del hacking de E2 (el formato sube y la corrección no) "
+                 "puede aparecer y servir de comparación.")
+    else:
+        text += (f" Ya pasa del {_pct(FORMAT_CEILING_SHARE)} de su máximo (el pase de formato la dejó en el techo): no "
+                 "puede subir, así que la firma del hacking de E2 difícilmente aparecerá en este perfil y el nivel 4 "
+                 "quedaría en «posible nivel 4» sin otra comparación en la que el formato sí suba.")
+    return {"possible": possible, "start": round(float(format_start), 4), "max": top, "share": round(share, 4),
+            "text_es": text}
+
+
 def recommend(record: dict) -> Recommendation:
     """The profile for the graded main run, why, and the criteria 2-3 outlook of the rehearsed profile."""
     name = str(record.get("profile") or "")
@@ -97,7 +131,7 @@ def recommend(record: dict) -> Recommendation:
     crit3 = "Criterio 3 (holdout): " + hr.describe_headroom_es(holdout["accuracy"], full.eval_size,
                                                               measured_on=holdout.get("n"))
     flat_fails, crit2 = length_outlook(holdout.get("mean_length"), name)
-    outlook = [crit2, crit3]
+    outlook = [crit2, crit3] + ([record["level4_outlook"]["text_es"]] if record.get("level4_outlook") else [])
     if full.format_pass:  # the base profile was rehearsed: its own numbers decide nothing against it
         return Recommendation(name, f"Ensayaste {name}, el perfil del modelo base: sigue con él para el run principal.",
                               outlook, name)

@@ -88,6 +88,7 @@ def render_markdown(grade: RunGrade, figures: list[tuple[str, str]]) -> str:
         + (f" · laboratorio {esc(run.get('lab'))}" if run.get("lab") else "")
         + (f" · perfil {esc(profile.get('name'))}" if profile.get("name") else ""),
         "",
+        *([esc(grade.main_why), ""] if grade.main_why else []),
         f"**Nivel sugerido: {esc(grade.level)}.** {esc(grade.level_reason)}",
         "",
         f"**Evidencia del nivel 4** (se busca en todas las ejecuciones terminadas): {esc(' '.join(level4_lines(grade.level4)))}",

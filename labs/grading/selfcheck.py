@@ -17,7 +17,7 @@ from labs.core.paths import runs_dir
 
 from labs.core.spanish import plural
 
-from .grade import RunGrade, _main_run_key, grade_run
+from .grade import RunGrade, choose_main, grade_run
 from .inputs import load_run
 from .report import write_report
 from .submissions import exercise_predictions, find_notebooks, read_notebook, rubric_notebook
@@ -51,22 +51,11 @@ def _run_folders(root: Path) -> list[Path]:
     )
 
 
-def _loses_on(winner: tuple, other: tuple) -> str:
-    """Why the grader's rule put ``other`` below ``winner`` (keys from grade._main_run_key), in Spanish."""
-    if winner[0] != other[0]:
-        return "no tiene recompensa de corrección"
-    if winner[1] != other[1]:
-        return "no ha terminado"
-    if winner[2] != other[2]:
-        return f"pide {plural(other[2], 'paso')} frente a {winner[2]}"
-    return "es más antigua"
-
-
 def choose_run(root: Path | None = None) -> tuple[Path | None, str]:
     """The run the instructor's grader would take as the main one among the run folders under ``root``.
 
-    The rule is the grader's own (``grade_submission``): a run with a correctness reward first, then a
-    finished one, then the one with most steps, then the newest. Only finished runs are candidates here
+    The rule is the grader's own (``grade.choose_main``): a run with a correctness reward first, then L7.1's,
+    then a finished one, then the one with most steps, then the newest. Only finished runs are candidates here
     (an unfinished one is finished in the terminal first). Returns (run folder or None, why, in Spanish).
     """
     root = Path(root) if root is not None else runs_dir()
@@ -79,16 +68,10 @@ def choose_run(root: Path | None = None) -> tuple[Path | None, str]:
     )
     if not finished:
         return None, f"No hay ninguna ejecución terminada en {root}.{pending}"
-    keyed = sorted(((_main_run_key(load_run(f)), f) for f in finished), key=lambda kf: kf[0])
-    best_key, best = keyed[-1]
-    rule = (
-        "la regla del evaluador: primero las que tienen recompensa de corrección, después las terminadas, después "
-        "las de más pasos y, a igualdad, la más reciente"
-    )
-    why = f"Evalúo {best.name}: es la que el evaluador tomaría como principal entre {plural(len(finished), 'ejecución terminada', 'ejecuciones terminadas')} de {root} ({rule})."
-    others = [f"{f.name} ({_loses_on(best_key, k)})" for k, f in reversed(keyed[:-1])]
-    if others:
-        why += " Quedan como posibles comparaciones: " + "; ".join(others) + "."
+    main, _, why = choose_main([load_run(f) for f in finished])
+    best = main.root
+    why = (f"Evalúo {best.name}: es la que el evaluador tomaría como principal entre "
+           f"{plural(len(finished), 'ejecución terminada', 'ejecuciones terminadas')} de {root}. {why}")
     return best, why + pending
 
 
@@ -101,8 +84,12 @@ def other_runs(run_dir: Path) -> list[Path]:
 def grade_runs(root: Path | None = None) -> RunGrade | None:
     """What the instructor's grader says of the runs under ``root`` (default ``runs_dir()``): the main run by
     the grader's rule, every other run folder as a comparison. None when no run has finished."""
-    main, _ = choose_run(root)
-    return grade_run(main, comparisons=other_runs(main)) if main is not None else None
+    main, why = choose_run(root)
+    if main is None:
+        return None
+    grade = grade_run(main, comparisons=other_runs(main))
+    grade.main_why = why
+    return grade
 
 
 def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = None, echo=print,
@@ -133,10 +120,10 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
             f"No hay ninguna ejecución terminada en {runs_dir()} y el laboratorio L7.1 (labs.l71) no está disponible "
             "en esta copia del curso. Ejecuta primero el notebook del L7.1 o indica la carpeta de tu ejecución."
         ) from None
-    from labs.core.profiles import get_profile
+    from labs.core.profiles import get_profile, student_command
 
     chosen = get_profile(profile)
-    command = f"python -m labs l71 --profile {chosen.name}"  # the L7.1 notebook's terminal command (same run folder)
+    command = student_command("l71", chosen)  # the L7.1 notebook's terminal command (same run folder)
     if not (entrenar_aqui or chosen.use_cpu):
         raise RuntimeError(
             f"No hay ninguna ejecución terminada que evaluar. Entrena la receta del L7.1 en una terminal, desde la carpeta "
@@ -162,6 +149,10 @@ def self_check(run_dir: str | Path, comparisons=None, out_dir: str | Path | None
     notebooks = find_notebooks(Path(notebooks_dir)) if notebooks_dir is not None else []
     rubric = rubric_notebook(notebooks)
     grade = grade_run(run_dir, comparisons=comparisons, notebook=read_notebook(rubric) if rubric else None)
+    main, _, why = choose_main([grade.data] + [c.data for c in grade.comparisons])
+    grade.main_why = why if main is grade.data else (
+        f"Se evalúa {run_dir.name} porque es la carpeta indicada, pero el evaluador del instructor tomaría como principal "
+        f"{main.root.name}. {why}")
     grade.predictions = exercise_predictions(notebooks)
     return grade, write_report(grade, out_dir)
 

@@ -12,7 +12,7 @@ is never trained twice. ``open_run`` returns the ``Lab`` the notebook's cells wa
 
 from __future__ import annotations
 
-from labs.core.profiles import Profile, get_profile
+from labs.core.profiles import Profile, get_profile, student_command
 from labs.core.spanish import duration_es
 from labs.l71.lab import Lab, new_run
 
@@ -22,7 +22,8 @@ class RunNotReady(RuntimeError):
 
 
 def terminal_command(profile: Profile) -> str:
-    return f"python -m labs l71 --profile {profile.name}"
+    """The terminal command that trains ``profile``'s L7.1 run (``--profile`` only when it is not the one in use)."""
+    return student_command("l71", profile)
 
 
 def _planned(profile: Profile) -> str:

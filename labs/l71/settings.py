@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from labs.core.paths import runs_dir
-from labs.core.profiles import Profile
+from labs.core.profiles import Profile, student_command
 from labs.core.runfolder import RunFolder, now_iso, read_json, write_json
 from labs.training import recipe
 
@@ -56,7 +56,7 @@ def differences(values: dict, profile: Profile) -> dict:
 
 
 def command(profile: Profile, fresh: bool = False) -> str:
-    return f"python -m labs l71 --profile {profile.name}" + (" --fresh" if fresh else "")
+    return student_command("l71", profile) + (" --fresh" if fresh else "")
 
 
 def save(config, profile: Profile, run: RunFolder | None = None, echo=print) -> Path:

@@ -18,10 +18,11 @@ Modules, one job each:
 - ``backend``: which back-end runs (``choose_backend``, ``gpu_path``);
 - ``memory``: the vLLM memory fraction in force (``expected_gpu_fraction``, ``MemoryFraction``);
 - ``lora``: evaluation with the trained LoRA really loaded (``require_lora_request``, ``evaluate_unsloth``);
-- ``steps``: what both paths share (``start``, ``profile_for_l72``, ``print_vram_plans``, ``record_run``);
+- ``steps``: what both paths share (``start``: every check before a model loads, without importing trl,
+  transformers or peft; ``profile_for_l72``, ``print_vram_plans``, ``record_run``);
 - ``trainer``: L7.2's GRPOTrainer (``grpo_config_kwargs`` with TRL's values where Unsloth would swap its own,
   ``drop_reference_adapter``, ``record_trainer_settings``: trainer.args in run.json);
-- ``gpu``: the GPU path (the two Unsloth calls' keywords, its checks, the run);
+- ``gpu``: the GPU path (the two Unsloth calls' keywords, the run);
 - ``fallback``: the CPU path (``FallbackLab``);
 - ``lab``: ``run_lab``, which picks the path;
 - ``compare``: L7.1 against L7.2 (``ensure_l71_run``, ``lab_record``, ``comparison_table``, ``plot_comparison``);
@@ -45,8 +46,7 @@ from labs.l72.compare import (COMPARABLE_FIELDS, comparison_table, describe_comp
                               ensure_l71_run, find_lab_run, lab_record, plot_comparison,
                               prime_format_pass_in_subprocess, run_l71_in_subprocess, settings_differences)
 from labs.l72.fallback import FallbackLab
-from labs.l72.gpu import (check_4bit_vllm_plugin, check_unsloth_path, from_pretrained_kwargs,
-                          get_peft_model_kwargs, package_version)
+from labs.l72.gpu import from_pretrained_kwargs, get_peft_model_kwargs
 from labs.l72.lab import run_lab
 from labs.l72.lora import (LoraNotLoaded, evaluate_unsloth, lora_engine_check, require_engine_has_adapter,
                            require_lora_request, save_adapter)
@@ -56,8 +56,9 @@ from labs.l72.memory import (NEWER_VLLM_FACTOR, STANDBY_TIERS, STANDBY_TIERS_BEF
 from labs.l72.standby import (ORDER_SENSITIVE_MODULES, RESTART_ES, STANDBY_ENV, UTIL_OVERRIDE_ENV,
                               ImportOrderError, UnslothLoadFailed, enable_standby_and_import_unsloth,
                               standby_load_guard)
-from labs.l72.steps import (L72_PROFILE_FOR, LAB, finish_resources, print_vram_plans, profile_for_l72, record_run,
-                            start, update_run_json)
+from labs.l72.steps import (L72_PROFILE_FOR, LAB, L72Start, check_4bit_vllm_plugin, check_unsloth_path,
+                            finish_resources, package_version, print_vram_plans, profile_for_l72, record_run, start,
+                            update_run_json)
 from labs.l72.trainer import (COURSE_VALUES, SWAPS_WITHOUT_EFFECT, drop_reference_adapter, grpo_config_kwargs,
                               make_trainer, prepare_trainer, record_trainer_settings, trainer_settings)
 
@@ -68,7 +69,7 @@ __all__ = [
     "NEWER_VLLM_FACTOR", "SWAPS_WITHOUT_EFFECT",
     "ORDER_SENSITIVE_MODULES", "RESTART_ES", "STANDBY_ENV", "STANDBY_TIERS", "STANDBY_TIERS_BEFORE_VLLM_0_11",
     "UTIL_OVERRIDE_ENV", "WHY_NO_UNSLOTH_ON_CPU_ES",
-    "Backend", "BackendUnavailable", "FallbackLab", "ImportOrderError", "LoraNotLoaded", "MemoryFraction",
+    "Backend", "BackendUnavailable", "FallbackLab", "L72Start", "ImportOrderError", "LoraNotLoaded", "MemoryFraction",
     "ResourceMonitor", "UnslothLoadFailed",
     "_fmt", "check_4bit_vllm_plugin", "check_unsloth_path", "choose_backend", "comparison_table",
     "describe_comparison_es", "describe_settings_es", "drop_reference_adapter", "enable_standby_and_import_unsloth",

@@ -23,14 +23,13 @@ from pathlib import Path
 
 from labs import l71
 from labs.core.paths import runs_dir
-from labs.core.profiles import Profile, get_profile
+from labs.core.profiles import Profile, get_profile, student_command
 from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import STATE_FINISHED, RunFolder
-from labs.l72.backend import choose_backend
 from labs.l72.memory import MemoryFraction
 from labs.l72.standby import STANDBY_ENV, ImportOrderError, UnslothLoadFailed, import_order_problem
 from labs.l72.standin import CpuFastLanguageModel
-from labs.l72.steps import LAB, finish_resources, start
+from labs.l72.steps import LAB, finish_resources, profile_for_l72, start
 from labs.l72.trainer import make_trainer as make_l72_trainer
 
 L72_GPU_PROFILE = "rtx5090"
@@ -78,7 +77,9 @@ def _hours(profile: Profile) -> str:
 
 
 def terminal_command(profile: Profile) -> str:
-    return f"python -m labs l72 --profile {profile.name}"
+    """The terminal command of L7.2's run, naming ``--profile`` only when ``python -m labs l72`` would not pick
+    ``profile`` by itself (on the base route it picks ``rtx5090``: ``steps.profile_for_l72``)."""
+    return student_command("l72", profile, picks=profile_for_l72(get_profile())[0].name)
 
 
 class Demo:
@@ -102,12 +103,7 @@ class Demo:
         run_name = None if self.full else f"l72-demo-{profile.name}"
         if not self.full and (runs_dir() / run_name).exists():
             shutil.rmtree(runs_dir() / run_name)  # the demo is remade every time; the long runs never are
-        self.profile, self.reward_funcs, self.run = start(target, run_name)
-        if not self.profile.use_cpu:
-            from labs.l72.gpu import check_unsloth_path
-
-            check_unsloth_path(self.profile)
-        self.backend = choose_backend(self.profile)
+        self.profile, self.reward_funcs, self.run, self.backend = start(target, run_name)
         self.fraction: MemoryFraction | None = None
         self.monitor: ResourceMonitor | None = None
         what = "run completo" if self.full else f"demo de {self.profile.max_steps} pasos"
@@ -149,7 +145,7 @@ class Demo:
             return cargar_modelo(fast_language_model, self.profile)
         import torch
 
-        from labs.l72.gpu import package_version
+        from labs.l72.steps import package_version
         from labs.l72.memory import engine_memory_fraction, expected_gpu_fraction
         from labs.l72.standby import standby_load_guard
 
@@ -239,7 +235,13 @@ def full_run(profile: Profile | str | None = None, show=print) -> Path | None:
 
 
 def l71_reference(profile: Profile | str | None = None, show=print) -> Path | None:
-    """L7.1's finished run with L7.2's profile: found; on a GPU the command when missing (None); CPU: run it."""
+    """The L7.1 run L7.2 is compared with: on a GPU the route's own, L7.1's run with the student's profile (the
+    graded main run), found, or the terminal command when missing (None); on a CPU profile L7.2's, run here.
+
+    On the base route (``rtx5090-base``) L7.2 trains ``rtx5090`` while L7.1 trains the base model: the route
+    makes no ``rtx5090`` L7.1 run, and one made only for this comparison would also compete to be graded. So
+    the comparison reads the main run and says where the two recipes differ (``describe_settings_es``).
+    """
     from labs.l71.notebook import terminal_command as terminal_command_l71
     from labs.l72.compare import ensure_l71_run, find_lab_run
 
@@ -247,12 +249,14 @@ def l71_reference(profile: Profile | str | None = None, show=print) -> Path | No
     chosen, _ = l72_profile(profile)
     if chosen.use_cpu:
         return ensure_l71_run(chosen.name, show)  # minutes, in another process
-    found = find_lab_run("L7.1", chosen)
+    found = find_lab_run("L7.1", profile)
+    other = (f" L7.2 corre con {chosen.name}: la comparación dice en qué ajustes difieren las dos recetas."
+             if chosen.name != profile.name else "")
     if found is not None:
-        show(f"Uso el run de L7.1 que ya existe: {found}")
+        show(f"Comparo con tu run de L7.1 (perfil {profile.name}, el run principal): {found}.{other}")
         return found
-    show(f"No hay un run terminado de L7.1 con el perfil {chosen.name}. Lánzalo en una terminal: "
-         f"{terminal_command_l71(chosen)}. Sin él, la comparación de la sección 7 no se hace.")
+    show(f"No hay un run terminado de L7.1 con tu perfil {profile.name}. Lánzalo en una terminal: "
+         f"{terminal_command_l71(profile)}. Sin él, la comparación de la sección 7 no se hace.")
     return None
 
 

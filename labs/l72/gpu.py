@@ -11,26 +11,24 @@ adapter to every generation (``lora_request=model.load_lora(path)``), and
 :func:`labs.l72.lora.evaluate_unsloth` refuses to evaluate "trained" without one (it would silently
 measure the base model).
 
-Here: the two Unsloth calls as keyword dictionaries built from the profile, the checks the GPU path needs
-beyond L7.1's, and the run itself (:func:`_run_unsloth`; the notebook runs the same steps cell by cell).
+Here: the two Unsloth calls as keyword dictionaries built from the profile and the run itself (the checks
+before it are ``labs.l72.steps.start``'s) (:func:`_run_unsloth`; the notebook runs the same steps cell by cell).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 from pathlib import Path
 from typing import NamedTuple
 
 from labs.training import data as course_data
-from labs.training import evaluation, preflight, recipe
+from labs.training import evaluation, recipe
 from labs import l71
 from labs.core.profiles import Profile
 from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import RunFolder
 from labs.l72.backend import Backend
 from labs.l72.lora import evaluate_unsloth, save_adapter
-from labs.l72.memory import MemoryFraction, _version_tuple, engine_memory_fraction, expected_gpu_fraction
+from labs.l72.memory import MemoryFraction, engine_memory_fraction, expected_gpu_fraction
 from labs.l72.standby import UnslothLoadFailed, enable_standby_and_import_unsloth, standby_load_guard
 from labs.l72 import trainer as l72_trainer
 from labs.l72.steps import finish_resources, record_run
@@ -61,49 +59,6 @@ def get_peft_model_kwargs(profile: Profile) -> dict:
         use_gradient_checkpointing="unsloth",
         random_state=profile.seed,
     )
-
-
-# --------------------------------------------------------------------------------------------------
-# Checks the GPU path needs beyond L7.1's, before anything loads
-# --------------------------------------------------------------------------------------------------
-
-
-def package_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def check_4bit_vllm_plugin(profile: Profile, vllm_version: str | None, plugin_installed: bool) -> list[str]:
-    """vLLM 0.28 moved bitsandbytes out of its tree: 4-bit + vLLM then needs ``vllm-bnb-plugin``.
-
-    Found in unsloth_zoo 2026.10.9 (``load_vllm`` raises without it) and in the vLLM 0.31.0 wheel (no
-    bitsandbytes module). Checked before loading, because a failed load under Standby costs a restart.
-    """
-    if not profile.load_in_4bit or vllm_version is None or _version_tuple(vllm_version) < (0, 28, 0):
-        return []
-    if plugin_installed:
-        return []
-    return [
-        f"load_in_4bit=True con vLLM {vllm_version} necesita el paquete vllm-bnb-plugin (vLLM 0.28 sacó "
-        "bitsandbytes de su código). Instálalo con `pip install vllm-bnb-plugin` o pon load_in_4bit=False "
-        "(bf16: más memoria; mira `python -m labs vram --path unsloth --set load_in_4bit=false`)."
-    ]
-
-
-def check_unsloth_path(profile: Profile) -> None:
-    """What the GPU path needs beyond L7.1's checks; raise ``PreflightError`` before anything loads."""
-    problems = check_4bit_vllm_plugin(profile, package_version("vllm"),
-                                      importlib.util.find_spec("vllm_bnb_plugin") is not None)
-    if profile.format_pass:
-        problems.append(
-            "format_pass=True no está disponible en la ruta Unsloth de L7.2: el pase de formato entrena con TRL "
-            "sin parchear y tendría que ir antes de importar unsloth. Ponlo a False (el perfil rtx5090 ya lo "
-            "tiene así)."
-        )
-    if problems:
-        raise preflight.PreflightError(problems)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,8 +116,7 @@ def start_unsloth_run(profile: Profile, reward_funcs, run: RunFolder, backend: B
 
 
 def _run_unsloth(profile: Profile, reward_funcs, run: RunFolder, backend: Backend) -> Path:
-    """GPU: Unsloth + vLLM Standby. The notebook runs the same steps cell by cell."""
-    check_unsloth_path(profile)
+    """GPU: Unsloth + vLLM Standby, after ``labs.l72.steps.start``. The notebook runs the same steps cell by cell."""
     enable_standby_and_import_unsloth()
     with ResourceMonitor(gpu="torch") as monitor:
         model, tokenizer, splits, trainer, _, base_label = start_unsloth_run(

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from labs.core.profiles import Profile, get_profile
-from labs.l72.backend import choose_backend
 from labs.l72.fallback import FallbackLab
 from labs.l72.gpu import _run_unsloth
 from labs.l72.steps import print_vram_plans, start
@@ -27,8 +26,7 @@ def run_lab(profile: Profile | str | None = None, run_name: str | None = None, f
             return lab.run_all()
         finally:
             lab.close()
-    profile, reward_funcs, run = start(profile, run_name, fresh, **overrides)
-    backend = choose_backend(profile)
+    profile, reward_funcs, run, backend = start(profile, run_name, fresh, **overrides)
     if run.is_finished():
         print(f"[run] {run.root} ya terminó; para empezar otro usa --fresh (o fresh=True).")
         return run.root

@@ -1,11 +1,16 @@
 """What both paths of L7.2 share: the lab label, the start, the VRAM plans and the run records.
 
-:func:`start` applies the profile and runs every check before a model is loaded; :func:`print_vram_plans`
+:func:`start` applies the profile and runs every check before a model is loaded, importing none of trl,
+transformers and peft (Unsloth's path imports unsloth next, and it must come first); :func:`print_vram_plans`
 prints both routes' memory plans; :func:`record_run`, :func:`update_run_json` and
 :func:`finish_resources` write ``run.json`` and ``resources.json`` as L7.1 does, plus L7.2's fields.
 """
 
 from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from typing import NamedTuple
 
 from labs.training import preflight
 from labs import l71, vram
@@ -13,8 +18,8 @@ from labs.core import resources
 from labs.core.profiles import Profile, get_profile
 from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import RUN_JSON, RunFolder, read_json, write_json
-from labs.l72.backend import Backend
-from labs.l72.memory import MemoryFraction
+from labs.l72.backend import Backend, choose_backend
+from labs.l72.memory import MemoryFraction, _version_tuple
 
 LAB = "L7.2"
 
@@ -55,11 +60,23 @@ def print_vram_plans(profile: Profile, card_gib: float | None = None) -> list:
     return plans
 
 
-def start(profile: Profile | str | None = None, run_name: str | None = None, fresh: bool = False, **overrides):
-    """Profile (with ``backend="unsloth"``; :func:`profile_for_l72`), reward functions and run folder of an L7.2 run.
+class L72Start(NamedTuple):
+    profile: Profile
+    reward_funcs: list
+    run: RunFolder
+    backend: Backend
 
-    Everything here is checked before a model is loaded: removed GRPOConfig keywords, the pre-flight
-    checks and the doctor's environment checks (``l71.prepare``).
+
+def start(profile: Profile | str | None = None, run_name: str | None = None, fresh: bool = False,
+          **overrides) -> L72Start:
+    """Everything an L7.2 run does before a model is loaded; the lab, the notebook's demo and the rehearsal call it.
+
+    In order: the profile (with ``backend="unsloth"``; :func:`profile_for_l72`), the pre-flight checks with
+    the reward functions' probe (``l71.prepare``), on a GPU profile what Unsloth's path needs beyond them
+    (:func:`check_unsloth_path`), the run folder, and last the machine: the doctor's checks (not for a
+    finished run, which is only read) and the back-end (``choose_backend``), where a machine without CUDA or
+    Unsloth stops. None of it imports trl, transformers or peft: on the GPU path ``import unsloth`` comes next
+    and must come first (``labs.l72.standby``; tests/test_unsloth_lab.py runs this in a fresh process).
     """
     from rewards import reward_functions
 
@@ -71,8 +88,58 @@ def start(profile: Profile | str | None = None, run_name: str | None = None, fre
         print(f"[perfil] {why}")
     profile = profile.replace(backend="unsloth", **overrides)
     reward_funcs = reward_functions()
-    l71.prepare(profile, reward_funcs)
-    return profile, reward_funcs, l71.new_run(profile, run_name, fresh, LAB)
+    l71.prepare(profile, reward_funcs, trains=False)  # the pre-flight checks; the machine's come last
+    if not profile.use_cpu:
+        check_unsloth_path(profile)
+    run = l71.new_run(profile, run_name, fresh, LAB)
+    if not run.is_finished():
+        from labs.doctor import require_runnable
+
+        require_runnable(profile)
+    return L72Start(profile, reward_funcs, run, choose_backend(profile))
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks Unsloth's GPU path needs beyond L7.1's, before anything loads
+# --------------------------------------------------------------------------------------------------
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_4bit_vllm_plugin(profile: Profile, vllm_version: str | None, plugin_installed: bool) -> list[str]:
+    """vLLM 0.28 moved bitsandbytes out of its tree: 4-bit + vLLM then needs ``vllm-bnb-plugin``.
+
+    Found in unsloth_zoo 2026.10.9 (``load_vllm`` raises without it) and in the vLLM 0.31.0 wheel (no
+    bitsandbytes module). Checked before loading, because a failed load under Standby costs a restart.
+    """
+    if not profile.load_in_4bit or vllm_version is None or _version_tuple(vllm_version) < (0, 28, 0):
+        return []
+    if plugin_installed:
+        return []
+    return [
+        f"load_in_4bit=True con vLLM {vllm_version} necesita el paquete vllm-bnb-plugin (vLLM 0.28 sacó "
+        "bitsandbytes de su código). Instálalo con `pip install vllm-bnb-plugin` o pon load_in_4bit=False "
+        "(bf16: más memoria; mira `python -m labs vram --path unsloth --set load_in_4bit=false`)."
+    ]
+
+
+def check_unsloth_path(profile: Profile) -> None:
+    """What the GPU path needs beyond L7.1's checks; raise ``PreflightError`` before anything loads."""
+    problems = check_4bit_vllm_plugin(profile, package_version("vllm"),
+                                      importlib.util.find_spec("vllm_bnb_plugin") is not None)
+    if profile.format_pass:
+        problems.append(
+            "format_pass=True no está disponible en la ruta Unsloth de L7.2: el pase de formato entrena con TRL "
+            "sin parchear y tendría que ir antes de importar unsloth. Ponlo a False (el perfil rtx5090 ya lo "
+            "tiene así)."
+        )
+    if problems:
+        raise preflight.PreflightError(problems)
 
 
 def record_run(run: RunFolder, profile: Profile, reward_funcs, base_model: str, base_label: str, backend: Backend,

@@ -46,13 +46,27 @@ def holdout_profile(profile: Profile) -> Profile:
     return profile.replace(eval_size=min(profile.eval_size, HOLDOUT_PROBLEMS))
 
 
-def default_profile(name: str | None, environ, cuda_visible: bool) -> Profile:
-    """The named profile; else COURSE_PROFILE; else rtx5090 with a GPU and ``ci`` without one."""
+# Before any choice is saved the rehearsal rehearses the profile it will almost always recommend
+# (labs.grading.outlook: the instruct model's answers leave criterion 2 no reason to grow): the base
+# profile, with its LoRA format pass, its merge and its r=32 training, which would otherwise first run
+# inside the multi-hour job (issue 33, item 5).
+UNCHOSEN_GPU_PROFILE = "rtx5090-base"
+
+
+def default_profile(name: str | None, environ, cuda_visible: bool, runs_root=None) -> Profile:
+    """What the rehearsal rehearses: what will run. The named profile; else COURSE_PROFILE; else the saved
+    choice (``python -m labs profile``); else, with a GPU, the one it is about to recommend
+    (``UNCHOSEN_GPU_PROFILE``); without a GPU ``ci`` (a saved GPU choice does not apply there)."""
+    from labs.core import profile_choice
+
     if name:
         return get_profile(name)
     if (environ.get(PROFILE_ENV) or "").strip():
         return get_profile(environ[PROFILE_ENV])
-    return get_profile("rtx5090" if cuda_visible else "ci")
+    saved = profile_choice.saved_default(lambda: cuda_visible, runs_root)
+    if saved is not None and cuda_visible:
+        return get_profile(saved[0])
+    return get_profile(UNCHOSEN_GPU_PROFILE if cuda_visible else "ci")
 
 
 def device_tag(gpu_name: str | None) -> str:

@@ -135,6 +135,10 @@ def rehearse(args) -> tuple[Path, int]:
     record["base_holdout"] = l71.get("base_holdout")
     if record["base_holdout"]:
         record["headroom"] = headroom_advice(record["base_holdout"], profile)
+    if "format_reward_start" in l71:  # can E2's hacking signature, level 4's comparison, appear on this profile?
+        from labs.grading.outlook import level4_outlook
+
+        record["level4_outlook"] = level4_outlook(l71["format_reward_start"], profile.name)
     if record["failure"] is None:
         l72 = record["parts"].get("l72")
         l72_measured = measured_from(l72)
@@ -189,7 +193,8 @@ def main(argv=None) -> int:
         prog="python -m labs rehearse",
         description="Ensayo de 10 minutos antes del run largo: L7.1 y L7.2 con 2-3 pasos en tu máquina, "
                     "comprobaciones, medidas y la estimación de horas y disco de los runs completos.")
-    parser.add_argument("--profile", help="perfil (por defecto: COURSE_PROFILE; si no, rtx5090 con GPU y ci sin ella)")
+    parser.add_argument("--profile", help="perfil (por defecto: COURSE_PROFILE; si no, el guardado con python -m labs "
+                                           "profile; si no, rtx5090-base con GPU, el que se suele recomendar; ci sin GPU)")
     parser.add_argument("--set", action="append", default=[], metavar="clave=valor", help="cambiar un ajuste del perfil")
     parser.add_argument("--root", help="carpeta del ensayo (por defecto runs/rehearsal-<gpu o cpu>)")
     parser.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)  # a child process: one lab

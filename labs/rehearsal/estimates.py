@@ -88,7 +88,9 @@ def estimate_all(profile: Profile, l71: Measured | None, l72: Measured | None,
     if l71 is not None:
         runs.append(estimate_run("L7.1", l71, profile))
     if l72 is not None:
-        runs.append(estimate_run("L7.2", l72, profile.replace(backend="unsloth")))
+        from labs.l72.steps import profile_for_l72  # rtx5090-base's route runs L7.2 on rtx5090
+
+        runs.append(estimate_run("L7.2", l72, profile_for_l72(profile)[0].replace(backend="unsloth")))
     if l71 is not None:
         runs += [estimate_run(name, l71, p) for name, p in sorted(exercise_profiles.items())]
     total = {

@@ -140,8 +140,14 @@ def run_l71(profile: Profile, root: Path) -> dict:
     finally:
         lab.close()
     return {"lab": "L7.1", "backend": "trl", **part, "vllm_fraction": fraction, "base_holdout": holdout,
+            "format_reward_start": first_logged(lab.run, "rewards/format_reward/mean"),
             "eval": _eval_fields(summary), "engine_output_shift": shift,
             "checks": {"engine_uses_trained_weights": check}}
+
+
+def first_logged(run, key: str) -> float | None:
+    """The first value of ``key`` in the run's metrics.jsonl (e.g. the format reward at the first step), or None."""
+    return next((row[key] for row in run.metrics() if isinstance(row.get(key), (int, float))), None)
 
 
 def _scores(trainer, fixed) -> tuple[list[float], list[float]] | None:

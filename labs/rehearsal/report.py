@@ -105,6 +105,8 @@ def render_es(report: dict) -> str:
     if advice:
         lines += ["", f"**Lo que el criterio 3 podrá detectar.** {advice['text_es']}", "",
                   f"**Perfil recomendado: `{advice['recommended_profile']}`.** {advice['why_es']}"]
+    if report.get("level4_outlook"):
+        lines += ["", f"**Lo que el nivel 4 podrá mostrar.** {report['level4_outlook']['text_es']}"]
     lines += ["", "## Comprobaciones", "", "| lab | comprobación | resultado |", "|---|---|---|"]
     lines += [f"| {lab} | {label} | {verdict} |" for lab, label, verdict in check_rows(report)]
     estimates = report.get("estimates")

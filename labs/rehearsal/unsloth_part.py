@@ -41,25 +41,18 @@ def _probe(model, tokenizer, rows, lora_request=None):
 
 
 def run_l72_gpu(profile: Profile, root: Path) -> dict:
-    from labs import l71
-    from labs.l72.backend import choose_backend
-    from labs.l72.gpu import check_unsloth_path, start_unsloth_run
+    from labs.l72.gpu import start_unsloth_run
     from labs.l72.lora import evaluate_unsloth, require_lora_request, save_adapter
     from labs.l72.standby import enable_standby_and_import_unsloth
-    from labs.l72.steps import LAB, profile_for_l72
+    from labs.l72.steps import profile_for_l72, start
     from labs.training import evaluation, recipe
-    from rewards import reward_functions
 
     profile, profile_note = profile_for_l72(profile)  # rtx5090-base: L7.2 runs on rtx5090, and says why
     if profile_note:
         print(f"[ensayo] {profile_note}")
-    rp = budget.rehearsal_profile(profile).replace(backend="unsloth")
     started = time.perf_counter()
-    reward_funcs = reward_functions()
-    l71.prepare(rp, reward_funcs)
-    check_unsloth_path(rp)
-    run = l71.new_run(rp, str(root / "l72"), False, LAB)
-    backend = choose_backend(rp)
+    # the lab's own start: every check before a model loads, and nothing imported that unsloth must precede
+    rp, reward_funcs, run, backend = start(budget.rehearsal_profile(profile), str(root / "l72"))
     enable_standby_and_import_unsloth()
 
     monitor = ResourceMonitor(gpu="torch").start()

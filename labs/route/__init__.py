@@ -4,7 +4,11 @@
 where it runs (a terminal for anything that trains for hours, the notebook for what only reads or explains),
 its planned hours and disk (``labs.vram.timeplan``: planned, not measured, until someone times a 5090), and
 what to do before the next one (shut the kernel down: a vLLM engine keeps its GPU memory until its process
-ends). ``render_es(steps)`` prints them for notebook 00; the README's 5090 section tells the same route.
+ends). ``render_es(steps)`` prints them for notebook 00; the README's 5090 table quotes the same commands and
+figures (tests/test_route.py checks it).
+
+The commands name no profile: from step 4b on every command uses the saved one (and prints it first), so a
+copied command never trains a profile the student did not choose; L7.2's command picks ``rtx5090`` itself.
 """
 
 from __future__ import annotations
@@ -69,13 +73,13 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
         Step(TERMINAL, "python -m labs profile --accept", "guarda el perfil recomendado (o --choose <perfil>): desde ahí todos los labs, "
              "cuadernos y barridos lo usan"),
         Step(NOTEBOOK, "L6_de_policy_gradient_a_grpo.ipynb", "la teoría: de policy gradient a GRPO (minutos, sin GPU)"),
-        Step(TERMINAL, f"python -m labs l71 --profile {profile.name}", f"lab L7.1: GRPO con TRL y vLLM; {l71.breakdown_es()}",
+        Step(TERMINAL, "python -m labs l71", f"lab L7.1: GRPO con TRL y vLLM; {l71.breakdown_es()}",
              l71.hours, l71.checkpoint_gb + first, f"La primera vez descarga el modelo (unos {_gb(first)} GB, incluidos en el disco de arriba)."),
         Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "la receta paso a paso; lee el run de la terminal sin entrenar",
              after=SHUT_DOWN_ES),
-        Step(TERMINAL, f"python -m labs vram --profile {profile.name}", "el plan de memoria de las dos rutas (segundos)"),
-        Step(TERMINAL, f"python -m labs l72 --profile {l72_profile.name}", f"lab L7.2: Unsloth con Standby, siempre sobre el modelo "
-             f"instruct de la lección (el run que se califica es el del L7.1); {l72.breakdown_es()}",
+        Step(TERMINAL, "python -m labs vram", "el plan de memoria de las dos rutas (segundos)"),
+        Step(TERMINAL, "python -m labs l72", f"lab L7.2: Unsloth con Standby, siempre sobre el modelo "
+             f"instruct de la lección ({l72_profile.name}, lo elige la orden) (el run que se califica es el del L7.1); {l72.breakdown_es()}",
              l72.hours, l72.checkpoint_gb + unsloth, f"La primera vez descarga la copia de Unsloth del modelo (como mucho {_gb(unsloth)} GB, incluidos)." if unsloth else ""),
         Step(NOTEBOOK, "L7_2_unsloth_standby.ipynb", "Unsloth paso a paso y la comparación con L7.1; reutiliza el run terminado",
              after=SHUT_DOWN_ES),
@@ -83,7 +87,7 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
     ]
     notebooks = {"E1": "E1_tamano_de_grupo.ipynb", "E2": "E2_reward_hacking.ipynb", "E3": "E3_peso_kl.ipynb"}
     for name, hours, disk in _exercise_hours(profile):
-        steps.append(Step(TERMINAL, f"python -m labs sweep {name} --profile {profile.name}",
+        steps.append(Step(TERMINAL, f"python -m labs sweep {name}",
                           f"las ejecuciones del ejercicio {name}, una tras otra (reanudable)", hours, disk))
         steps.append(Step(NOTEBOOK, notebooks[name], f"lee las ejecuciones de {name} y las compara",
                           after=SHUT_DOWN_ES if name == "E3" else ""))
@@ -177,8 +181,9 @@ def outlook_es(rehearsal: dict | None = None) -> str:
         "  [rtx5090-base] Criterios 2 y 3: Qwen3-4B-Base con el pase de formato parte de respuestas cortas y con "
         "errores que corregir: precisión y longitud tienen margen para subir (es donde R1-Zero vio crecer la longitud).",
         "Por eso la ruta recomienda rtx5090-base para el run principal (L7.1, ejercicios, E4) salvo que el ensayo diga "
-        "otra cosa; L7.2 sigue en rtx5090. Mídelo: python -m labs rehearse, y guarda el perfil con "
-        "python -m labs profile --accept.",
+        "otra cosa; L7.2 sigue en rtx5090. Mídelo: python -m labs rehearse ensaya el perfil guardado o, sin elección, "
+        "rtx5090-base con su pase de formato (lo que va a correr); con --profile rtx5090 mide el modelo instruct. Guarda "
+        "el perfil con python -m labs profile --accept.",
     ])
 
 

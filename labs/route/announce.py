@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Subcommands that read a profile the way get_profile() picks it. The rehearsal has its own default
-# (rtx5090 with a GPU, ci without one: labs.rehearsal.budget) and prints its profile itself.
+# (the saved choice, else rtx5090-base with a GPU and ci without one: labs.rehearsal.budget) and prints its profile itself.
 PROFILE_COMMANDS = ("l71", "l72", "sweep", "vram")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from dataclasses import dataclass, field
 
 from labs.core import distributed
 from labs.core.paths import GSM8K_DIR
@@ -137,21 +138,51 @@ def check_reward_functions(reward_funcs, columns) -> list[str]:
     return problems
 
 
-def trainer_state(profile: Profile | None = None):
-    """A real ``transformers.TrainerState`` as at the first step: what TRL passes as ``trainer_state``."""
-    from transformers import TrainerState
+@dataclass
+class ProbeTrainerState:
+    """What TRL passes as ``trainer_state`` at the first step: ``transformers.TrainerState``'s fields with its
+    initial values, built without importing transformers.
 
-    max_steps = profile.max_steps if profile is not None else 0
-    return TrainerState(global_step=0, max_steps=max_steps, epoch=0.0,
-                        logging_steps=profile.logging_steps if profile is not None else 1,
-                        save_steps=profile.save_steps if profile is not None else 500)
+    The probe runs in every lab's pre-flight, and L7.2 must import unsloth before transformers, trl and peft
+    (``labs.l72.standby``): a real ``TrainerState`` here made L7.2 refuse to start on the card.
+    ``tests/test_reward_outputs.py`` checks these fields against the installed ``TrainerState``.
+    """
+
+    epoch: float = 0
+    global_step: int = 0
+    max_steps: int = 0
+    logging_steps: int = 500
+    eval_steps: int = 500
+    save_steps: int = 500
+    train_batch_size: int | None = None
+    num_train_epochs: int = 0
+    num_input_tokens_seen: int = 0
+    total_flos: float = 0
+    log_history: list = field(default_factory=list)
+    best_metric: float | None = None
+    best_global_step: int | None = None
+    best_model_checkpoint: str | None = None
+    is_local_process_zero: bool = True
+    is_world_process_zero: bool = True
+    is_hyper_param_search: bool = False
+    trial_name: str | None = None
+    trial_params: dict | None = None
+    stateful_callbacks: dict = field(default_factory=dict)
+
+
+def trainer_state(profile: Profile | None = None) -> ProbeTrainerState:
+    """The trainer's state as at the first step of ``profile``: what TRL passes as ``trainer_state``."""
+    if profile is None:
+        return ProbeTrainerState()
+    return ProbeTrainerState(max_steps=profile.max_steps, logging_steps=profile.logging_steps,
+                             save_steps=profile.save_steps)
 
 
 def _sample_batch(columns, profile: Profile | None = None) -> dict:
     """What TRL 1.16's ``GRPOTrainer._calculate_rewards`` passes a reward function (grpo_trainer.py
     L1583-1594 and L1626-1628): prompts, completions and completion_ids, every data-set column but
-    ``prompt`` as a list aligned with the completions, ``trainer_state`` (the trainer's real
-    ``TrainerState``), ``log_extra(column, values)`` and ``log_metric(name, value)``; here on four example
+    ``prompt`` as a list aligned with the completions, ``trainer_state`` (the trainer's
+    ``TrainerState``, as :class:`ProbeTrainerState`), ``log_extra(column, values)`` and ``log_metric(name, value)``; here on four example
     completions of one problem (``rewards.examples``)."""
     from rewards.examples import EXAMPLES, GOLD, QUESTION
 
