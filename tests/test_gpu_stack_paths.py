@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,19 @@ def test_vllm_cuda_build_imports_but_its_kernels_and_standbys_allocator_need_the
     for extension in ("vllm._C_stable_libtorch", "vllm.cumem_allocator"):
         with pytest.raises(ImportError, match=r"^libcuda\.so\.1: cannot open shared object file"):
             importlib.import_module(extension)
+
+
+@needs_no_gpu
+@pytest.mark.skipif(vllm_distribution() != "vllm", reason="the CPU stack's TRL 1.16 has a CPU path: its training tests run there")
+def test_trl_115_cannot_take_a_grpo_step_without_a_gpu(tmp_path):
+    """Why the training tests stay on the CPU stack: L6's one-step trainer check (the bundled SmolLM2, which
+    loads: gguf is pinned) builds TRL 1.15's GRPOTrainer and generates, then its loss calls the fused log-prob
+    head, hard-coded on in 1.15, whose Triton kernel finds no GPU driver. Fails before any optimizer step."""
+    from labs.l6.trainer_check import run_trainer_check
+
+    with pytest.raises(RuntimeError, match=r"^0 active drivers \(\[\]\)\. There should only be one\.$") as failed:
+        run_trainer_check(output_dir=str(tmp_path / "check"))
+    frames = [(Path(f.filename).as_posix().split("site-packages/")[-1], f.name)
+              for f in traceback.extract_tb(failed.value.__traceback__)]
+    assert ("trl/trainer/grpo_trainer.py", "_get_per_token_logps_and_entropies") in frames
+    assert ("trl/kernels/chunked_logprob.py", "forward") in frames
