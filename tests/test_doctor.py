@@ -369,6 +369,7 @@ def test_require_runnable_only_warns_when_the_lab_can_run(monkeypatch):
         require_runnable(get_profile("rtx5090").replace(backend="unsloth"))
 
 
+@pytest.mark.cpu_stack  # the doctor refuses the cpu profile beside vLLM's CUDA build
 def test_require_runnable_on_cpu_is_fast_and_does_not_import_torch():
     code = (
         "import json, sys, time\n"
@@ -397,6 +398,7 @@ def test_dispatcher_rejects_an_unknown_subcommand_in_spanish(capsys):
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this test describes a machine without a GPU")
+@pytest.mark.cpu_stack  # the doctor refuses the cpu profile beside vLLM's CUDA build
 def test_real_doctor_reports_the_cpu_profile_here():
     env = {k: v for k, v in os.environ.items() if k != "COURSE_PROFILE"}
     out = subprocess.run([PYTHON, "-m", "labs", "doctor"], cwd=REPO_ROOT, env=env,

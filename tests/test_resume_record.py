@@ -54,11 +54,13 @@ def unfinished(tmp_path, monkeypatch):
     return {"run": run, "names": names, "file": reward_file, "run_json": run.path(rf.RUN_JSON).read_bytes()}
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_the_same_recipe_resumes(unfinished):
     lab = Lab("ci", run_name=NAME, reward_names=unfinished["names"])
     assert lab.resumed and unfinished["run"].path(rf.RUN_JSON).read_bytes() == unfinished["run_json"]
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_a_changed_learning_rate_is_refused_listing_it_and_the_ways_out(unfinished):
     with pytest.raises(runrecord.RecipeChanged) as err:
         Lab("ci", run_name=NAME, reward_names=unfinished["names"], learning_rate=2e-5)
@@ -69,6 +71,7 @@ def test_a_changed_learning_rate_is_refused_listing_it_and_the_ways_out(unfinish
     assert unfinished["run"].path(rf.RUN_JSON).read_bytes() == unfinished["run_json"]
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_an_edited_reward_function_is_refused(unfinished):
     path = unfinished["file"]
     path.write_text(path.read_text().replace("return", "return  ", 1))
@@ -78,15 +81,18 @@ def test_an_edited_reward_function_is_refused(unfinished):
     assert unfinished["run"].path(rf.RUN_JSON).read_bytes() == unfinished["run_json"]
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_a_dropped_reward_function_is_refused(unfinished):
     with pytest.raises(runrecord.RecipeChanged, match=f"{FUNCTION}: estaba en run.json y ahora no se usa"):
         Lab("ci", run_name=NAME, reward_names=unfinished["names"][:1])
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_keeping_and_watching_knobs_are_not_the_recipe(unfinished):
     Lab("ci", run_name=NAME, reward_names=unfinished["names"], reward_timeout_s=30.0, keep_checkpoints=True)
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_accepting_a_change_keeps_the_original_and_records_it_from_its_step(unfinished):
     run = unfinished["run"]
     Lab("ci", run_name=NAME, reward_names=unfinished["names"], learning_rate=2e-5, accept_changes=True)
@@ -102,6 +108,7 @@ def test_accepting_a_change_keeps_the_original_and_records_it_from_its_step(unfi
         Lab("ci", run_name=NAME, reward_names=unfinished["names"])
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_the_grading_report_shows_the_accepted_change(unfinished, tmp_path):
     from labs.grading import grade as grading
     from labs.grading.report import write_report
@@ -127,6 +134,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.cpu_stack  # a ci-profile Lab: the doctor refuses it beside vLLM's CUDA build
 def test_the_command_line_refuses_before_any_model_loads(unfinished):
     env = dict(os.environ)
     result = subprocess.run(

@@ -122,6 +122,7 @@ QUESTION_SOURCES = [s for s in SOURCES if question_names(nbformat.read(assign.ST
 
 
 @pytest.mark.notebook  # executes each student notebook's answers and checks in a kernel
+@pytest.mark.exercise_checks  # setup cells, answers and checks only: the GPU-stack leg runs it too
 @pytest.mark.parametrize("source", QUESTION_SOURCES, ids=lambda p: p.stem)
 def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(source, tmp_path):
     views = assign.generate(source, tmp_path / "otter")
