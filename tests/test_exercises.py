@@ -1,5 +1,6 @@
-"""labs.exercises: fluency measures on hand-made text, curve statistics with known answers, the E1 batch
-arithmetic, the variants of each exercise, and the comparisons on synthetic run folders."""
+"""labs.exercises: fluency measures on hand-made text, curve statistics with known answers, the variants the
+student builds (saved, read back by the sweep) and the course's plan of them, and the comparisons on synthetic run
+folders."""
 
 from __future__ import annotations
 
@@ -169,53 +170,103 @@ def test_mean_std_ignores_missing_values():
     assert ex.mean_std([]) == (None, None)
 
 
-# ------------------------------------------------------------------------------- E1 batch arithmetic
+# ------------------------------------------------------------------- the variants the student builds
 
 
-@pytest.mark.parametrize("name", sorted(PROFILES))
-@pytest.mark.parametrize("g", [2, 4, 8, 16])
-def test_group_size_keeps_prompts_per_step(name, g):
-    base = ex.profile_for(get_profile(name))
-    changed = base.replace(**ex.group_size_overrides(base, g))
-    assert changed.num_generations == g
-    assert changed.prompts_per_step == base.prompts_per_step
-    assert changed.generation_batch_size == base.prompts_per_step * g
-    assert changed.generation_batch_size % g == 0
-    assert changed.per_device_train_batch_size <= base.per_device_train_batch_size
+def perfil_con_grupo(perfil, G):
+    """A right E1 answer (the notebook's checks pass it): the largest micro-batch that divides both."""
+    answers = perfil.prompts_per_step * G
+    micro = max(d for d in range(1, perfil.per_device_train_batch_size + 1)
+                if answers % d == 0 and perfil.per_device_train_batch_size % d == 0)
+    return perfil.replace(num_generations=G, per_device_train_batch_size=micro, gradient_accumulation_steps=answers // micro)
 
 
-def test_group_size_examples():
-    ci, cpu, gpu = (ex.profile_for(get_profile(n)) for n in ("ci", "cpu", "rtx5090"))
-    assert ex.group_size_overrides(ci, 8) == {"num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
-    assert ex.group_size_overrides(cpu, 16) == {"num_generations": 16, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 32}
-    assert ex.group_size_overrides(gpu, 4) == {"num_generations": 4, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}
-    assert ex.group_size_overrides(gpu, 16) == {"num_generations": 16, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 8}
-    with pytest.raises(ValueError):
-        ex.group_size_overrides(ci, 1)
+def recompensas_sin_correccion(recompensas):
+    return [n for n in recompensas if "correctness" not in n]
 
 
-# ------------------------------------------------------------------------------------------ variants
+def perfil_con_beta(perfil, beta):
+    return perfil.replace(beta=beta)
+
+
+def built(name, root, budget=None):
+    return (ex.e1_variants(name, perfil_con_grupo, root, budget) + ex.e2_variants(name, recompensas_sin_correccion, root, budget)
+            + ex.e3_variants(name, perfil_con_beta, root, budget))
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_every_variant_name_carries_its_profile(name, tmp_path):
-    for make in (ex.e1_variants, ex.e2_variants, ex.e3_variants):
-        for v in make(name, tmp_path):
-            assert name in v.name
-            assert v.name.startswith(("e1-", "e2-", "e3-", "ref-"))
+    planned = [v for e in ("E1", "E2", "E3") for v in ex.planned_variants(e, name, tmp_path)]
+    for v in planned + built(name, tmp_path):
+        assert name in v.name
+        assert v.name.startswith(("e1-", "e2-", "e3-", "ref-"))
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_what_the_student_builds_is_saved_and_is_what_the_sweep_reads(name, tmp_path):
+    for exercise, build, function in (("E1", ex.e1_variants, perfil_con_grupo), ("E2", ex.e2_variants, recompensas_sin_correccion),
+                                      ("E3", ex.e3_variants, perfil_con_beta)):
+        mine = build(name, function, tmp_path)
+        assert ex.saved_variants(exercise, name, tmp_path) == mine
+        assert all(v.built_by.startswith(ex.student.FUNCTIONS[exercise]) for v in mine if v.lab == exercise)
+        # the course's plan has the same runs (names, G, beta); what trains is what the student built
+        planned = ex.planned_variants(exercise, name, tmp_path)
+        assert [v.name for v in planned] == [v.name for v in mine]
+        p = get_profile(name)
+        assert [(v.profile(p).num_generations, v.profile(p).prompts_per_step, v.profile(p).beta) for v in planned] == [
+            (v.profile(p).num_generations, v.profile(p).prompts_per_step, v.profile(p).beta) for v in mine]
+
+
+def test_the_sweep_trains_another_answer_when_the_student_writes_another(tmp_path):
+    """Nothing in labs/ decides the batch split: a different (also whole-group) answer is what is saved and run."""
+    def one_answer_per_micro_batch(perfil, G):
+        return perfil.replace(num_generations=G, per_device_train_batch_size=1,
+                              gradient_accumulation_steps=perfil.prompts_per_step * G)
+
+    gpu = get_profile("rtx5090")
+    ex.e1_variants(gpu, one_answer_per_micro_batch, tmp_path)
+    saved = ex.saved_variants("E1", gpu, tmp_path)
+    assert [v.profile(gpu).per_device_train_batch_size for v in saved] == [1, 1]
+    assert [v.profile(gpu).gradient_accumulation_steps for v in saved] == [16, 64]
+    command = ex.sweep.lab_command(saved[0], gpu.name)
+    assert "per_device_train_batch_size=1" in command and "gradient_accumulation_steps=16" in command
+    assert command[command.index("--variante-de") + 1].startswith("perfil_con_grupo (cuaderno E1;")
+
+
+def test_nothing_saved_says_which_notebook_exercise_to_finish(tmp_path):
+    with pytest.raises(ex.sweep.SweepError) as err:
+        ex.saved_variants("E2", "ci", tmp_path)
+    text = str(err.value)
+    assert "notebooks/E2_reward_hacking.ipynb" in text and "«tu variante: las recompensas sin corrección» (E2)" in text
+    with pytest.raises(ex.sweep.SweepError, match="debe devolver un perfil"):
+        ex.e1_variants("ci", lambda perfil, G: {"num_generations": G}, tmp_path)
+
+
+def test_an_unwritten_variant_function_is_named_instead_of_a_traceback(capsys):
+    assert ex.ejercicios_hechos(perfil_con_grupo, recompensas_sin_correccion, perfil_con_beta)
+    assert capsys.readouterr().out == ""
+
+    def stub(perfil, beta):  # otter's stub: a body of `...`
+        ...
+
+    stub.__name__ = "perfil_con_beta"
+    assert not ex.ejercicios_hechos(perfil_con_grupo, stub)
+    out = capsys.readouterr().out
+    assert "`perfil_con_beta` aún no está escrita" in out and "«tus variantes: el peso de la KL» (E3)" in out
+    assert "perfil_con_grupo" not in out and "Traceback" not in out
 
 
 def test_ci_shares_the_reference_only_where_settings_are_identical(tmp_path):
     ci = get_profile("ci")
-    e1 = ex.e1_variants(ci, tmp_path)
+    e1 = ex.e1_variants(ci, perfil_con_grupo, tmp_path)
     assert [v.profile(ci).num_generations for v in e1] == [2, 4]
     assert e1[0].name == "e1-ci-g2" and e1[1].name == "ref-ci"  # ci's own G is 4: G=4 is the recipe
-    e3 = {v.profile(ci).beta: v for v in ex.e3_variants(ci, tmp_path)}
+    e3 = {v.profile(ci).beta: v for v in ex.e3_variants(ci, perfil_con_beta, tmp_path)}
     assert sorted(e3) == [0.0, 0.04]  # 0.2 adds no code path to the smoke test
     assert e3[0.04].name == "ref-ci" and e3[0.0].name == "e3-ci-beta0"
-    control, only_format = ex.e2_variants(ci, tmp_path)
+    control, only_format = ex.e2_variants(ci, recompensas_sin_correccion, tmp_path)
     assert control.name == "ref-ci" and control.rewards is None
-    assert only_format.rewards == ex.E2_REWARDS and "correctness_reward" not in only_format.rewards
+    assert only_format.rewards == ("format_reward", "soft_format_reward")
     for v in e1 + list(e3.values()) + [control, only_format]:
         p = v.profile(ci)
         assert (p.max_steps, p.eval_size, p.train_size) == (ci.max_steps, ci.eval_size, ci.train_size)
@@ -229,15 +280,15 @@ def test_ci_shares_the_reference_only_where_settings_are_identical(tmp_path):
 
 def test_rtx5090_keeps_the_lesson_group_sizes_on_the_exercises_budget(tmp_path):
     gpu = get_profile("rtx5090")
-    e1 = ex.e1_variants(gpu, tmp_path)
+    e1 = ex.e1_variants(gpu, perfil_con_grupo, tmp_path)
     assert [v.profile(gpu).num_generations for v in e1] == list(ex.LESSON_GROUP_SIZES)
     assert all(v.name != "ref-rtx5090" for v in e1)  # the recipe's G is 8: nothing to share
     assert all(v.profile(gpu).max_steps == ex.BUDGETS["rtx5090"]["max_steps"] < gpu.max_steps for v in e1)
     cpu = get_profile("cpu")
-    assert [v.profile(cpu).num_generations for v in ex.e1_variants(cpu, tmp_path)] == [4, 16]
+    assert [v.profile(cpu).num_generations for v in ex.e1_variants(cpu, perfil_con_grupo, tmp_path)] == [4, 16]
     for p in (cpu, gpu):
-        assert [v.profile(p).beta for v in ex.e3_variants(p, tmp_path)] == [0.0, 0.04, 0.2]
-    assert [v.name for v in ex.e3_variants(cpu, tmp_path)] == ["e3-cpu-beta0", "ref-cpu", "e3-cpu-beta0.2"]
+        assert [v.profile(p).beta for v in ex.e3_variants(p, perfil_con_beta, tmp_path)] == [0.0, 0.04, 0.2]
+    assert [v.name for v in ex.e3_variants(cpu, perfil_con_beta, tmp_path)] == ["e3-cpu-beta0", "ref-cpu", "e3-cpu-beta0.2"]
 
 
 def test_reference_reuses_a_finished_l71_run_only_with_identical_settings(tmp_path):
@@ -250,8 +301,8 @@ def test_reference_reuses_a_finished_l71_run_only_with_identical_settings(tmp_pa
     ref = ex.reference_variant(gpu, tmp_path, lesson)
     assert ref.name == "l71-notebook-rtx5090" and "L7.1" in ref.label
     assert ex.reference_variant(gpu, tmp_path).name == "ref-rtx5090"  # the default budget is not the lab's
-    assert [v.name for v in ex.e3_variants(gpu, tmp_path, lesson)] == ["e3-rtx5090-beta0", "l71-notebook-rtx5090", "e3-rtx5090-beta0.2"]
-    assert ex.e2_variants(gpu, tmp_path, lesson)[0].name == "l71-notebook-rtx5090"
+    assert [v.name for v in ex.e3_variants(gpu, perfil_con_beta, tmp_path, lesson)] == ["e3-rtx5090-beta0", "l71-notebook-rtx5090", "e3-rtx5090-beta0.2"]
+    assert ex.e2_variants(gpu, recompensas_sin_correccion, tmp_path, lesson)[0].name == "l71-notebook-rtx5090"
     # a finished ref-<profile> folder wins, so the three notebooks keep agreeing
     make_run(tmp_path, "ref-rtx5090", profile="rtx5090", max_steps=gpu.max_steps)
     assert ex.reference_variant(gpu, tmp_path, lesson).name == "ref-rtx5090"
@@ -260,7 +311,7 @@ def test_reference_reuses_a_finished_l71_run_only_with_identical_settings(tmp_pa
     assert ex.reference_variant("ci", tmp_path).name == "ref-ci"
     make_run(tmp_path, "l71-notebook-ci", profile="ci", max_steps=get_profile("ci").max_steps)
     assert ex.reference_variant("ci", tmp_path).name == "l71-notebook-ci"
-    assert [v.name for v in ex.e1_variants("ci", tmp_path)] == ["e1-ci-g2", "l71-notebook-ci"]
+    assert [v.name for v in ex.e1_variants("ci", perfil_con_grupo, tmp_path)] == ["e1-ci-g2", "l71-notebook-ci"]
     assert other.exists() and same.exists()
 
 
@@ -274,7 +325,7 @@ def test_budget_note_depends_on_the_profile():
 
 
 def test_settings_table_shows_the_batch_arithmetic(tmp_path):
-    rows = ex.settings_table(ex.e1_variants("ci", tmp_path), "ci")
+    rows = ex.settings_table(ex.e1_variants("ci", perfil_con_grupo, tmp_path), "ci")
     assert [r["generation_batch_size"] for r in rows] == [2, 4]
     assert [r["prompts por paso"] for r in rows] == [1, 1]
 
@@ -488,24 +539,26 @@ def test_the_rtx5090_exercise_budget_follows_its_rule_from_the_time_plan(tmp_pat
 
     def e1_with_reference(n):
         p = gpu.replace(max_steps=n)
-        return sum(time_plan(r).hours for r in [p] + [p.replace(**ex.group_size_overrides(p, g)) for g in ex.LESSON_GROUP_SIZES])
+        return sum(time_plan(r).hours for r in [p] + [perfil_con_grupo(p, g) for g in ex.LESSON_GROUP_SIZES])
 
     assert e1_with_reference(steps) <= ex.EXERCISE_HOURS < e1_with_reference(steps + gpu.save_steps)
-    hours = ex.planned_hours(ex.e1_variants(gpu, tmp_path), gpu, tmp_path)
+    hours = ex.planned_hours(ex.planned_variants("E1", gpu, tmp_path), gpu, tmp_path)
     assert hours == pytest.approx(e1_with_reference(steps) - time_plan(gpu.replace(max_steps=steps)).hours)
-    assert ex.planned_hours(ex.e1_variants("ci"), get_profile("ci")) == 0.0
+    assert ex.planned_hours(ex.planned_variants("E1", "ci", tmp_path), get_profile("ci")) == 0.0
 
 
 def test_a_recorded_budget_is_what_the_builders_and_notebooks_use(tmp_path):
     gpu = get_profile("rtx5090")
     assert ex.recorded_budget(gpu, tmp_path) == {}
     ex.save_budget(gpu, {"max_steps": 100, "eval_size": 200}, tmp_path)
-    for make in (ex.e1_variants, ex.e2_variants, ex.e3_variants):
-        for v in make(gpu, tmp_path):
-            p = v.profile(gpu)
-            assert (p.max_steps, p.eval_size) == (100, 200), v.name
+    planned = [v for e in ("E1", "E2", "E3") for v in ex.planned_variants(e, gpu, tmp_path)]
+    for v in planned + built(gpu, tmp_path):
+        p = v.profile(gpu)
+        assert (p.max_steps, p.eval_size) == (100, 200), v.name
+    assert all(v.profile(gpu).max_steps == 100 for e in ("E1", "E2", "E3") for v in ex.saved_variants(e, gpu, tmp_path))
     assert "max_steps=100" in ex.budget_note(gpu, tmp_path)
-    assert all(v.profile(gpu).max_steps == ex.BUDGETS["rtx5090"]["max_steps"] for v in ex.e1_variants(gpu, tmp_path, budget={}))
+    assert all(v.profile(gpu).max_steps == ex.BUDGETS["rtx5090"]["max_steps"]
+               for v in ex.e1_variants(gpu, perfil_con_grupo, tmp_path, budget={}))
 
 
 def test_every_exercise_budget_follows_the_time_plan_rule():

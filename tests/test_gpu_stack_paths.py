@@ -98,12 +98,12 @@ def test_each_gpu_lab_passes_its_preflight_and_stops_at_the_doctor_for_want_of_a
 L72_CHILD = r"""
 import json, os, sys, traceback
 from labs.core.profiles import get_profile
-from labs.l72 import gpu, trainer as l72_trainer
+from labs.l72 import gpu, steps, trainer as l72_trainer
 from labs.l72.standby import enable_standby_and_import_unsloth
 
 out = {"before": sorted(m for m in ("unsloth", "trl", "transformers", "peft") if m in sys.modules)}
 profile = get_profile("rtx5090").replace(backend="unsloth")
-gpu.check_unsloth_path(profile)  # vLLM 0.31 with 4 bits: the plugin must be installed (PreflightError if not)
+steps.check_unsloth_path(profile)  # vLLM 0.31 with 4 bits: the plugin must be installed (PreflightError if not)
 unsloth = enable_standby_and_import_unsloth()
 out.update(unsloth=unsloth.__version__, standby=os.environ.get("UNSLOTH_VLLM_STANDBY"),
            alloc_conf=os.environ.get("PYTORCH_ALLOC_CONF"),

@@ -15,7 +15,7 @@ from labs.core.profiles import get_profile
 @pytest.fixture
 def e1(tmp_path):
     perfil = get_profile("rtx5090")
-    return ex.practice_runs(ex.e1_variants(perfil, runs_root=tmp_path), perfil)
+    return ex.practice_runs(ex.planned_variants("E1", perfil, tmp_path), perfil)
 
 
 def course_e1(metricas: pd.DataFrame, ddof: int = 1) -> pd.DataFrame:
@@ -36,9 +36,9 @@ def test_the_practice_table_follows_the_variant_definitions(e1, tmp_path):
     small, large = (ex.course_rows("E1", [r])[0] for r in e1)
     assert large["G"] > small["G"] and large["zero_std_share"] < small["zero_std_share"]
     perfil = get_profile("rtx5090")
-    e3 = ex.practice_runs(ex.e3_variants(perfil, runs_root=tmp_path), perfil)
+    e3 = ex.practice_runs(ex.planned_variants("E3", perfil, tmp_path), perfil)
     assert [("kl" in r.metrics[0]) for r in e3] == [(r.record["profile"]["beta"] > 0) for r in e3]
-    e2 = ex.practice_runs(ex.e2_variants(perfil, runs_root=tmp_path), perfil)
+    e2 = ex.practice_runs(ex.planned_variants("E2", perfil, tmp_path), perfil)
     assert ["rewards/correctness_reward/mean" in r.metrics[0] for r in e2] == [True, False]
 
 
@@ -57,7 +57,7 @@ def test_the_check_passes_the_right_table_and_names_what_is_wrong(e1):
 
 def test_missing_values_match_only_missing_values(tmp_path):
     perfil = get_profile("rtx5090")
-    runs = ex.practice_runs(ex.e3_variants(perfil, runs_root=tmp_path), perfil)
+    runs = ex.practice_runs(ex.planned_variants("E3", perfil, tmp_path), perfil)
     rows = ex.course_rows("E3", runs)
     assert rows[0]["beta"] == 0.0 and rows[0]["kl_logged_mean"] is None
     table = pd.DataFrame({"kl_media": [0.0, math.nan, math.nan], "longitud_al_principio": [r["length_first"] for r in rows],

@@ -136,10 +136,12 @@ def test_l71_notebook_without_a_gpu_reads_the_cpu_run_not_the_saved_one(runs, no
 @pytest.mark.parametrize("exercise", ["e1", "e2", "e3"])
 def test_exercise_notebooks_find_and_read_the_saved_profiles_runs(runs, gpu, exercise):
     import labs.exercises as ex
+    from test_exercises import perfil_con_beta, perfil_con_grupo, recompensas_sin_correccion
 
     profile_choice.save_choice(BASE)
     perfil = get_profile()  # what the E1-E3 notebooks call
-    variants = getattr(ex, f"{exercise}_variants")(perfil)
+    student = {"e1": perfil_con_grupo, "e2": recompensas_sin_correccion, "e3": perfil_con_beta}[exercise]
+    variants = getattr(ex, f"{exercise}_variants")(perfil, student)  # built by the student's (right) function
     assert variants and all(BASE in v.name for v in variants), [v.name for v in variants]
     for v in variants:
         finished(runs, v.name)

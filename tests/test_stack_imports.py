@@ -29,7 +29,7 @@ NOTEBOOK_DIRS = ("sources", "notebooks")
 # Imported by the course only on the GPU stack. Unsloth 2026.10.9 caps trl<=1.15.0 and transformers<=5.17.0, below
 # the CPU stack's TRL 1.16 (the only TRL that trains GRPO on a CPU), so requirements.txt leaves it out and L7.2 runs
 # transformers + PEFT there (labs.l72.fallback); its import sits inside labs.l72.standby's function.
-# vllm_bnb_plugin: L7.2's 4-bit model inside vLLM 0.31 (labs.l72.gpu looks for it before loading).
+# vllm_bnb_plugin: L7.2's 4-bit model inside vLLM 0.31 (labs.l72.steps looks for it before loading).
 GPU_STACK_ONLY = {"unsloth", "vllm_bnb_plugin"}
 # Modules a library imports for the course when it passes a keyword: transformers loads a GGUF checkpoint (the
 # bundled SmolLM2, labs.training.models) only with ``gguf`` installed, which vLLM 0.31 no longer pulls in.

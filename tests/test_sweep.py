@@ -304,12 +304,26 @@ def test_command_line_refuses_to_mix_settings_and_says_why(env, monkeypatch, cap
 
     root, _ = env
     monkeypatch.setenv("COURSE_RUNS", str(root))
-    first = exercises.e2_variants("ci")[0]
+    first = exercises.e2_variants("ci", without_correctness)[0]  # what the E2 notebook saves
     make_run(root, first.name, profile="ci", max_steps=99)  # a finished folder made with other settings
     assert sweep.main(["e2", "--profile", "ci"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ERROR:") and first.name in err and "max_steps" in err
-    assert not (root / sweep.LOG_DIR).exists()  # refused before any child started
+    assert not list((root / sweep.LOG_DIR).glob("*.log"))  # refused before any child started (its saved variants are there)
+
+
+def without_correctness(names):
+    """A right answer to E2's variant question."""
+    return [n for n in names if n != "correctness_reward"]
+
+
+def test_command_line_without_the_students_variants_says_which_notebook(env, monkeypatch, capsys):
+    root, _ = env
+    monkeypatch.setenv("COURSE_RUNS", str(root))
+    assert sweep.main(["E1", "--profile", "ci"]) == 1
+    err = capsys.readouterr().err
+    assert "notebooks/E1_tamano_de_grupo.ipynb" in err and "termina el ejercicio «tus variantes" in err
+    assert not (root / sweep.LOG_DIR / "e1-ci-g2.log").exists()  # nothing started
 
 
 def test_command_line_unknown_profile(capsys):
@@ -323,7 +337,8 @@ def test_set_gives_every_variant_the_budget_and_is_remembered(env, monkeypatch, 
     root, _ = env
     monkeypatch.setenv("COURSE_RUNS", str(root))
     budget = {"max_steps": 3}
-    for v in exercises.e2_variants("ci", root, budget):
+    exercises.e2_variants("ci", without_correctness)  # the E2 notebook's variant cell, on the default budget
+    for v in exercises.saved_variants("E2", "ci", root, budget):
         assert ["--set", "max_steps=3"] == sweep.lab_command(v, "ci")[-2:] or "max_steps=3" in sweep.lab_command(v, "ci")
         rewards = None if v.rewards is None else {n: 1.0 for n in v.rewards}
         make_run(root, v.name, profile="ci", max_steps=3, rewards=rewards)  # as if the sweep had run them
@@ -333,7 +348,7 @@ def test_set_gives_every_variant_the_budget_and_is_remembered(env, monkeypatch, 
     assert exercises.recorded_budget(get_profile("ci")) == budget
     assert sweep.command_line("E2", get_profile("ci")) == "python -m labs sweep E2 --set max_steps=3"  # ci is in use
     # the notebook reads those runs, without training
-    result = sweep.read_or_run("E2", exercises.e2_variants("ci"), "ci", echo=lambda line: None)
+    result = sweep.read_or_run("E2", exercises.e2_variants("ci", without_correctness), "ci", echo=lambda line: None)
     assert [r.state for r in result.results] == [sweep.SKIPPED, sweep.SKIPPED] and not result.failed
 
 
@@ -344,7 +359,7 @@ def test_a_notebook_on_a_gpu_profile_never_trains_a_missing_run_unless_asked(env
     gpu = get_profile("rtx5090")
     said = []
     with pytest.raises(sweep.SweepError) as err:
-        sweep.read_or_run("E3", exercises.e3_variants(gpu, root), gpu, runs_root=root, echo=said.append)
+        sweep.read_or_run("E3", exercises.planned_variants("E3", gpu, root), gpu, runs_root=root, echo=said.append)
     text = str(err.value)
     assert "Faltan 3 de las 3 ejecuciones de E3" in text and "planificado, no medido" in text
     assert "python -m labs sweep E3 --profile rtx5090" in text and "ENTRENAR_AQUI = True" in text

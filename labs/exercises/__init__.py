@@ -2,7 +2,7 @@
 
 - **E1, group size.** ``num_generations`` G = 4 against G = 16 (2 against 4 on the ``ci`` profile) with
   the same number of *prompts* per optimizer step, so both runs see the same problems at the same step
-  and differ only in how many answers they sample per problem. ``group_size_overrides`` keeps
+  and differ only in how many answers they sample per problem. The student's ``perfil_con_grupo`` keeps
   ``generation_batch_size / num_generations`` constant: the completions per step grow with G, and so
   does ``gradient_accumulation_steps`` (``per_device_train_batch_size``, the memory of one micro-batch,
   stays as it is whenever it divides the new batch). Measured: the spread of the reward curve around its
@@ -30,7 +30,10 @@ Which module does what (this package only re-exports, so ``from labs import exer
 keeps working in the notebooks):
 
 - ``variant``: what one variant is (``Variant``) and the checks on a list of them;
-- ``variants``: the variants of E1, E2 and E3, their budgets, the shared reference run, ``settings_table``;
+- ``variants``: what the course decides (the G and betas compared, the budgets, the shared reference run, the
+  planned runs for hours and practice tables), ``settings_table``;
+- ``student``: the variants as the student builds them in each notebook (``perfil_con_grupo``,
+  ``recompensas_sin_correccion``, ``perfil_con_beta``), saved for ``python -m labs sweep`` and read back;
 - ``sweep``: running the variants one after another (``run_sweep``) and ``python -m labs sweep E1|E2|E3``;
 - ``child``: one child process of a sweep (start, output, stop, why it failed);
 - ``runs``: reading a run folder (``load_run``), its logged completions and the gold answers;
@@ -97,10 +100,19 @@ from labs.exercises.runs import (
     logged_completions,
     user_question,
 )
+from labs.exercises.student import (
+    e1_variants,
+    e2_variants,
+    e3_variants,
+    ejercicios_hechos,
+    saved_path,
+    saved_variants,
+    variants_from,
+)
 from labs.exercises.variant import Variant, settings_mismatch
 from labs.exercises.variants import (
     BUDGETS,
-    E2_REWARDS,
+    PLANNED_E2_REWARDS,
     EXERCISE_HOURS,
     E3_BETAS,
     E3_BETAS_BY_PROFILE,
@@ -110,16 +122,14 @@ from labs.exercises.variants import (
     base_overrides,
     budget_note,
     budget_steps,
-    e1_variants,
-    e2_variants,
+    e3_beta_values,
     e3_betas,
-    e3_variants,
-    group_size_overrides,
     group_sizes,
     is_smoke_test,
     lab_run_names,
     planned_hours,
     planned_hours_es,
+    planned_variants,
     profile_for,
     recorded_budget,
     reference_variant,
@@ -133,16 +143,16 @@ from labs.exercises.variants import (
 __all__ = [
     "COMPARISON_COLUMNS", "check_comparison", "check_table", "course_rows", "metrics_frame", "practice_runs",
     "BUDGETS", "EXERCISE_HOURS", "budget_steps", "planned_hours", "planned_hours_es", "recorded_budget", "save_budget",
-    "COLORS", "DEFAULT_FLUENCY_SAMPLES", "E1_COLUMNS", "E2_COLUMNS", "E2_REWARDS", "E3_BETAS", "E3_BETAS_BY_PROFILE",
+    "COLORS", "DEFAULT_FLUENCY_SAMPLES", "E1_COLUMNS", "E2_COLUMNS", "PLANNED_E2_REWARDS", "E3_BETAS", "E3_BETAS_BY_PROFILE",
     "E3_COLUMNS", "FIGURES_DIR", "FLUENCY_SAMPLES", "GROUP_SIZES", "LESSON_GROUP_SIZES", "REPETITION_N",
     "SMOKE_OVERRIDES", "THRESHOLD_FRACTION", "LogProbScorer", "RunData", "Variant",
     "accuracy_curve", "base_overrides", "budget_note", "completion_files", "curve_spread", "distinct_n",
-    "e1_rows", "e1_variants", "e2_rows", "e2_variants", "e3_betas", "e3_rows", "e3_variants", "eval_pairs",
-    "figure_path", "fluency", "fluency_samples", "fmt", "format_curve", "gold_by_question", "group_size_overrides",
+    "e1_rows", "e1_variants", "e2_rows", "e2_variants", "e3_beta_values", "e3_betas", "ejercicios_hechos", "e3_rows", "e3_variants", "eval_pairs",
+    "figure_path", "fluency", "fluency_samples", "fmt", "format_curve", "gold_by_question", "planned_variants",
     "group_sizes", "group_statistics", "hacking_examples", "is_smoke_test", "k3_per_token", "kl_estimate",
     "lab_run_names", "last_step_samples", "load_run", "load_runs", "logged_completions", "mean_repetition",
     "mean_std", "ngrams", "perplexity", "plot_bars", "plot_series", "profile_for", "reference_variant",
-    "repetition_rate", "resolve_profile", "same_settings", "seconds_until", "settings_mismatch", "settings_table",
+    "repetition_rate", "resolve_profile", "saved_path", "saved_variants", "variants_from", "same_settings", "seconds_until", "settings_mismatch", "settings_table",
     "shared_threshold", "shared_with_reference", "steps_to_threshold", "sweep", "table", "training_correctness",
     "training_examples", "user_question", "words",
 ]

@@ -19,7 +19,7 @@ from labs.core.paths import REPO_ROOT, runs_dir
 from labs.core.profiles import Profile, student_command
 from labs.core.runfolder import RunFolder
 from labs.exercises.sweep import SweepError, format_value
-from labs.exercises.variants import base_overrides, e2_variants, is_smoke_test
+from labs.exercises.variants import base_overrides, is_smoke_test, planned_variants
 from rewards import REWARD_NAMES
 from rewards.own import describe_reward_functions
 
@@ -69,7 +69,7 @@ def run_name(profile: Profile, funcs) -> str:
 def comparison_runs(profile: Profile, runs_root=None) -> list[Path]:
     """The E2 run of this profile (format only, no correctness) if it exists: level 4's comparison."""
     root = Path(runs_root) if runs_root is not None else runs_dir()
-    names = [v.name for v in e2_variants(profile, runs_root) if v.lab == "E2"]
+    names = [v.name for v in planned_variants("E2", profile, runs_root) if v.lab == "E2"]
     return [root / n for n in names if (root / n / "run.json").exists()]
 
 

@@ -2,7 +2,7 @@
 
 ``metrics_frame`` turns run folders' ``metrics.jsonl`` into one pandas table (one row per variant and step,
 the way ``labs.core.metrics.merged_rows`` merges TRL's rows). ``practice_runs`` builds a small table of the
-same shape in code, from the exercise's variant definitions (their G, their beta, their reward functions),
+same shape in code, from the exercise's planned variants (``variants.planned_variants``: their G, beta, rewards),
 so the notebook's instant check runs in a second without any run folder; the notebook then applies the
 same student function to the real runs. ``check_table`` says, in Spanish, where the student's table
 differs from the numbers ``e1_rows`` / ``e2_rows`` / ``e3_rows`` compute.

@@ -34,7 +34,8 @@ one in the same runs folder.
 Here: the sweep itself (``plan``, ``run_sweep``, its results) and its command line
 (``python -m labs sweep E1|E2|E3``). What a variant is and the checks on it live in
 ``labs.exercises.variant``, one child process in ``labs.exercises.child``, which variants each exercise
-runs in ``labs.exercises.variants``; the names a notebook or test uses are importable from here too.
+runs in ``labs.exercises.variants`` (the values compared, the budgets) and ``labs.exercises.student`` (the
+variants the student built in the notebook, saved; ``python -m labs sweep`` trains those); the names a notebook or test uses are importable from here too.
 """
 
 from __future__ import annotations
@@ -59,9 +60,8 @@ from labs.exercises.variant import (  # noqa: F401 (replace, recorded_rewards: r
     settings_mismatch,
     unique,
 )
-from labs.exercises.variants import (
-    e1_variants, e2_variants, e3_variants, is_smoke_test, planned_hours_es, recorded_budget, save_budget,
-)
+from labs.exercises.student import saved_variants
+from labs.exercises.variants import is_smoke_test, planned_hours_es, recorded_budget, save_budget
 
 LOG_DIR = "_sweep_logs"
 
@@ -144,6 +144,8 @@ def lab_command(variant: Variant, profile_name: str, python: str | None = None) 
         cmd += ["--set", f"{key}={format_value(value)}"]
     if variant.rewards is not None:
         cmd += ["--rewards", ",".join(variant.rewards)]
+    if variant.built_by:
+        cmd += ["--variante-de", variant.built_by]
     return cmd
 
 
@@ -290,10 +292,9 @@ def main(argv=None) -> int:
 
     from labs.training.options import add_set_argument, overrides_from_cli
 
-    builders = {"E1": e1_variants, "E2": e2_variants, "E3": e3_variants}
     parser = argparse.ArgumentParser(prog="python -m labs sweep",
                                      description="Ejecuta (o continúa) las variantes de un ejercicio, una tras otra.")
-    parser.add_argument("exercise", type=str.upper, choices=sorted(builders), help="el ejercicio: E1, E2 o E3")
+    parser.add_argument("exercise", type=str.upper, choices=("E1", "E2", "E3"), help="el ejercicio: E1, E2 o E3")
     parser.add_argument("--profile", help=f"{', '.join(PROFILES)} (por defecto: COURSE_PROFILE o autodetección)")
     add_set_argument(parser, "cambiar un ajuste de todas las variantes (el presupuesto: p. ej. max_steps=100); "
                              "se guarda y lo usan los demás ejercicios y los cuadernos")
@@ -307,7 +308,7 @@ def main(argv=None) -> int:
             path = save_budget(profile, budget)
             print(f"[barrido] Presupuesto {', '.join(f'{k}={v}' for k, v in budget.items())} guardado en {path}: "
                   "los demás ejercicios y los cuadernos usarán el mismo.")
-        variants = builders[args.exercise](profile, budget=budget)
+        variants = saved_variants(args.exercise, profile, budget=budget)  # what the student built in the notebook
         if not profile.use_cpu:
             print(f"[barrido] Tiempo de lo que falta: {planned_hours_es(variants, profile)}.")
         result = run_sweep(variants, profile, show=args.show)

@@ -40,6 +40,7 @@ class Variant:
     rewards: tuple[str, ...] | None = None
     label: str = ""
     lab: str = "E1"
+    built_by: str = ""
 
     def __post_init__(self):
         if isinstance(self.rewards, str):

@@ -1,4 +1,6 @@
-"""The variants each exercise runs (E1 group size, E2 rewards, E3 beta) and the budgets they run on.
+"""What the course decides about E1-E3's runs: the values compared (G, beta), the budgets, the shared reference
+run, and the plan of the runs (``planned_variants``: hours, disk, practice tables). The variants' settings
+that train are the student's, built in each notebook (``labs.exercises.student``).
 
 Run names carry the profile name; a variant whose settings are identical to the reference recipe
 (``reference_variant``) is that same run, shared between exercises (and, where the exercises' budget is
@@ -8,7 +10,6 @@ the lab's, shared with the student's finished L7.1 run).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,7 +42,8 @@ E3_BETAS = (0.0, 0.2)  # the lesson: "sube beta a 0.2 y bájalo a 0.0", against 
 # On ci, beta = 0 (no reference model, no logged KL) and the recipe's beta already run every code path;
 # a third smoke run would only add minutes.
 E3_BETAS_BY_PROFILE: dict[str, tuple[float, ...]] = {"ci": (0.0,)}
-E2_REWARDS = ("format_reward", "soft_format_reward")
+# The planned E2 run's rewards (route, rehearsal, practice table); the trained one is the student's list.
+PLANNED_E2_REWARDS = ("format_reward", "soft_format_reward")
 
 
 def is_smoke_test(profile: Profile) -> bool:
@@ -85,7 +87,7 @@ def budget_steps(profile: Profile, hours: float = EXERCISE_HOURS) -> int:
     best, steps = profile.save_steps, profile.save_steps
     while steps <= profile.max_steps:
         p = profile.replace(max_steps=steps)
-        runs = [p] + [p.replace(**group_size_overrides(p, g)) for g in group_sizes(profile)]
+        runs = [p] + [p.replace(**_planned_group_settings(p, g)) for g in group_sizes(profile)]
         if sum(time_plan(r).hours for r in runs) > hours:
             break
         best, steps = steps, steps + profile.save_steps
@@ -190,51 +192,33 @@ def group_sizes(profile: Profile) -> tuple[int, int]:
     return GROUP_SIZES.get(profile.name, LESSON_GROUP_SIZES)
 
 
-def group_size_overrides(profile: Profile, num_generations: int, prompts_per_step: int | None = None) -> dict:
-    """Batch settings for G = ``num_generations`` with the same prompts per step as ``profile``.
+def _planned_group_settings(profile: Profile, g: int) -> dict:
+    """For the plan only (hours, disk, the practice table): G = ``g`` with the same prompts per step. The
+    batch split the runs train with is the student's (E1's ``perfil_con_grupo``, ``labs.exercises.student``)."""
+    completions = profile.prompts_per_step * g
+    micro = profile.per_device_train_batch_size if completions % profile.per_device_train_batch_size == 0 else 1
+    return {"num_generations": g, "per_device_train_batch_size": micro, "gradient_accumulation_steps": completions // micro}
 
-    Completions per step = prompts x G. ``per_device_train_batch_size`` (one micro-batch) is kept when it
-    divides that number (else the largest divisor of both), and ``gradient_accumulation_steps`` makes up
-    the rest, so ``generation_batch_size = per_device x accumulation`` is divisible by G and
-    ``generation_batch_size / G`` equals the prompts per step.
+
+def planned_variants(exercise: str, profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
+    """The runs the course plans for an exercise (their names, G, beta, rewards), before the student builds them.
+
+    What the route, the rehearsal's estimates and the notebooks' practice tables use; what the sweep trains is
+    the student's (``labs.exercises.student``), saved from the exercise's notebook.
     """
-    g = int(num_generations)
-    if g < 2:
-        raise ValueError("GRPO necesita al menos 2 generaciones por prompt (num_generations >= 2).")
-    prompts = int(prompts_per_step or profile.prompts_per_step)
-    if prompts < 1:
-        raise ValueError("hace falta al menos un prompt por paso")
-    completions = prompts * g
-    per_device = math.gcd(profile.per_device_train_batch_size, completions)
-    return {
-        "num_generations": g,
-        "per_device_train_batch_size": per_device,
-        "gradient_accumulation_steps": completions // per_device,
-    }
-
-
-def e1_variants(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
-    """G small and G large with the same prompts per step (see ``group_size_overrides``)."""
     profile = resolve_profile(profile)
-    budgeted = profile_for(profile, budget, runs_root)
-    out = []
-    for g in group_sizes(profile):
-        overrides = {**base_overrides(profile, budget, runs_root), **group_size_overrides(budgeted, g)}
-        v = Variant(f"e1-{profile.name}-g{g}", overrides, None, f"G={g}", "E1")
-        out.append(shared_with_reference(v, profile, "la receta de referencia", runs_root, budget))
-    return out
-
-
-def e2_variants(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
-    """The recipe (control) and the recipe without correctness_reward."""
-    profile = resolve_profile(profile)
-    only_format = Variant(
-        f"e2-{profile.name}-solo-formato", base_overrides(profile, budget, runs_root), E2_REWARDS,
-        "solo formato (sin corrección)", "E2",
-    )
-    ref = reference_variant(profile, runs_root, budget)
-    control = Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (receta de la lección)", ref.lab)
-    return [control, only_format]
+    base = profile_for(profile, budget, runs_root)
+    common = base_overrides(profile, budget, runs_root)
+    if exercise == "E2":
+        ref = reference_variant(profile, runs_root, budget)
+        return [Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (receta de la lección)", ref.lab),
+                Variant(f"e2-{profile.name}-solo-formato", common, PLANNED_E2_REWARDS, "solo formato (sin corrección)", "E2")]
+    if exercise == "E1":
+        planned = [(f"e1-{profile.name}-g{g}", _planned_group_settings(base, g), f"G={g}") for g in group_sizes(profile)]
+    else:
+        planned = [(f"e3-{profile.name}-beta{b:g}", {"beta": float(b)}, f"beta={b:g}") for b in e3_beta_values(profile, base)]
+    return [shared_with_reference(Variant(name, {**common, **settings}, None, label, exercise), profile,
+                                  "la receta de referencia", runs_root, budget) for name, settings, label in planned]
 
 
 def e3_betas(profile: Profile) -> tuple[float, ...]:
@@ -242,17 +226,9 @@ def e3_betas(profile: Profile) -> tuple[float, ...]:
     return E3_BETAS_BY_PROFILE.get(profile.name, E3_BETAS)
 
 
-def e3_variants(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
-    """beta 0.0, the recipe's beta and 0.2 (0.2 not on ci), in increasing order."""
-    profile = resolve_profile(profile)
-    recipe_beta = profile_for(profile, budget, runs_root).beta
-    betas = sorted(set(e3_betas(profile)) | {recipe_beta})
-    out = []
-    for beta in betas:
-        overrides = {**base_overrides(profile, budget, runs_root), "beta": float(beta)}
-        v = Variant(f"e3-{profile.name}-beta{beta:g}", overrides, None, f"beta={beta:g}", "E3")
-        out.append(shared_with_reference(v, profile, "la receta de referencia", runs_root, budget))
-    return out
+def e3_beta_values(profile: Profile, budgeted: Profile) -> list[float]:
+    """Every beta E3 runs on this profile, the recipe's included, in increasing order."""
+    return sorted(set(e3_betas(profile)) | {budgeted.beta})
 
 
 def settings_table(variants: Sequence[Variant], profile: Profile | str | None = None) -> list[dict]:

@@ -31,6 +31,8 @@ def main(argv=None) -> int:
         help="continuar un run sin terminar con ajustes o funciones de recompensa distintos de los de su run.json; "
         "el cambio queda apuntado en run.json con el paso desde el que rige",
     )
+    parser.add_argument("--variante-de", help="qué función tuya construyó esta variante y dónde se guardó "
+                        "(lo pone python -m labs sweep; queda en run.json como variant_from)")
     parser.add_argument("--sin-ajustes", action="store_true",
                         help="no usar los ajustes guardados desde el cuaderno L7.1 (runs/_ajustes/)")
     args = parser.parse_args(argv)
@@ -48,7 +50,7 @@ def _run(args) -> int:
         names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
         path = run_lab(
             profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab,
-            accept_changes=args.accept_changes, settings_from=settings_from, **overrides,
+            accept_changes=args.accept_changes, settings_from=settings_from, variant_from=args.variante_de, **overrides,
         )
     except Exception as exc:  # noqa: BLE001 - report_failure re-raises what is not a known failure
         code = report_failure(exc, (ValueError, models.ModelNotAvailable),  # profile, pre-flight, data, rewards

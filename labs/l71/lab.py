@@ -82,9 +82,10 @@ class Lab:
     """
 
     def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB,
-                 accept_changes=False, settings_from=None, **overrides):
+                 accept_changes=False, settings_from=None, variant_from=None, **overrides):
         preflight.refuse_removed_keywords(overrides)
         self.settings_from = settings_from  # the L7.1 notebook's saved settings (labs.l71.settings), for run.json
+        self.variant_from = variant_from  # E1-E3: the student's function that built this variant, for run.json
         console.quiet_third_party()  # once, before TRL and vLLM are imported
         profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.profile = profile.replace(**overrides) if overrides else profile
@@ -141,6 +142,8 @@ class Lab:
             extra = {"base_label": self.base_label, "processes": distributed.world_size()}
             if self.settings_from:
                 extra["settings_from"] = self.settings_from
+            if self.variant_from:
+                extra["variant_from"] = self.variant_from
             write_run_json(self.run, self.profile, self.lab, self.reward_funcs, self.base_model, extra)
         return self.base_model
 
@@ -253,13 +256,14 @@ class Lab:
 
 
 def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, accept_changes=False,
-            settings_from=None, **overrides) -> Path:
+            settings_from=None, variant_from=None, **overrides) -> Path:
     """Run lab L7.1 (or a variant of it, for the exercises) and return the run folder.
 
     ``accept_changes``: resume an unfinished run with settings or reward code other than run.json's,
     recording the change there (without it such a resume is refused before any model loads).
-    ``settings_from``: where the L7.1 notebook's saved settings came from (labs.l71.settings), for run.json."""
-    lab = Lab(profile, run_name, fresh, reward_names, lab, accept_changes, settings_from, **overrides)
+    ``settings_from``: where the L7.1 notebook's saved settings came from (labs.l71.settings), for run.json;
+    ``variant_from``: which student function built an exercise's variant (``labs.exercises.student``)."""
+    lab = Lab(profile, run_name, fresh, reward_names, lab, accept_changes, settings_from, variant_from, **overrides)
     try:
         return lab.run_all()
     finally:

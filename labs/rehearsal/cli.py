@@ -84,7 +84,7 @@ def exercise_profiles(profile) -> dict:
     from labs.exercises import variants
 
     out = {}
-    for v in variants.e1_variants(profile) + variants.e2_variants(profile) + variants.e3_variants(profile):
+    for v in [v for e in ("E1", "E2", "E3") for v in variants.planned_variants(e, profile)]:
         label = f"E1-E3 {v.name} (referencia)" if v.lab == "L7.1" else f"{v.lab} {v.name}"
         out.setdefault(label, v.profile(profile))
     return out

@@ -40,12 +40,12 @@ class Step:
 
 def _exercise_hours(profile: Profile) -> list[tuple[str, float, float]]:
     """(exercise, planned hours, planned disk) in the order E1, E2, E3, the shared reference counted once."""
-    from labs.exercises.variants import e1_variants, e2_variants, e3_variants
+    from labs.exercises.variants import planned_variants
 
     done: set[str] = set()
     out = []
-    for name, make in (("E1", e1_variants), ("E2", e2_variants), ("E3", e3_variants)):
-        new = [v for v in make(profile, runs_root="/nonexistent", budget={}) if v.name not in done]
+    for name in ("E1", "E2", "E3"):
+        new = [v for v in planned_variants(name, profile, runs_root="/nonexistent", budget={}) if v.name not in done]
         done |= {v.name for v in new}
         plans = [time_plan(v.profile(profile)) for v in new]
         peak = max((p.checkpoint_gb - p.final_gb for p in plans), default=0.0)  # one run trains at a time
@@ -86,10 +86,13 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
         Step(NOTEBOOK, "L7_3_mas_alla_de_una_gpu.ipynb", "cuándo pasar a varias GPU, qué disposición y con qué órdenes (minutos, sin entrenar)"),
     ]
     notebooks = {"E1": "E1_tamano_de_grupo.ipynb", "E2": "E2_reward_hacking.ipynb", "E3": "E3_peso_kl.ipynb"}
+    functions = {"E1": "perfil_con_grupo", "E2": "recompensas_sin_correccion", "E3": "perfil_con_beta"}
     for name, hours, disk in _exercise_hours(profile):
+        steps.append(Step(NOTEBOOK, notebooks[name], f"hasta tus variantes: escribes {functions[name]} y la celda "
+                          "siguiente a su comprobación las guarda (lo que entrena el barrido)"))
         steps.append(Step(TERMINAL, f"python -m labs sweep {name}",
-                          f"las ejecuciones del ejercicio {name}, una tras otra (reanudable)", hours, disk))
-        steps.append(Step(NOTEBOOK, notebooks[name], f"lee las ejecuciones de {name} y las compara",
+                          f"las ejecuciones de tus variantes de {name}, una tras otra (reanudable)", hours, disk))
+        steps.append(Step(NOTEBOOK, notebooks[name], f"el resto: lee las ejecuciones de {name} y las compara",
                           after=SHUT_DOWN_ES if name == "E3" else ""))
     from labs.exercises.variants import profile_for
 
