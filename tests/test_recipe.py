@@ -2,7 +2,7 @@
 
 import pytest
 
-from labs.training import recipe
+from labs.training import metrics_resume, recipe
 from labs.core.cpu_bf16 import has_bf16_units
 from labs.core.profiles import get_profile
 from labs.core.runfolder import RunFolder, append_jsonl
@@ -77,7 +77,7 @@ def test_resume_trims_metrics_logged_after_the_checkpoint(tmp_path):
     run = RunFolder(tmp_path)
     for step in (1, 2, 3, 4, 5):
         append_jsonl(run.metrics_path, {"step": step, "reward": step / 10})
-    assert recipe.trim_metrics_after(run, 3) == 2
+    assert metrics_resume.trim_after(run, 3) == 2
     assert [m["step"] for m in run.metrics()] == [1, 2, 3]
 
 

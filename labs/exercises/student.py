@@ -24,7 +24,6 @@ from labs.exercises.variant import SweepError, Variant
 from labs.exercises.variants import (
     base_overrides, e3_beta_values, group_sizes, profile_for, reference_variant, resolve_profile, shared_with_reference,
 )
-from labs.l6 import pending
 from rewards import REWARD_NAMES
 
 SAVED = "_sweep_logs/variantes-{exercise}-{profile}.json"  # under the runs folder
@@ -50,11 +49,15 @@ def _frame(**columns):
     import pandas as pd
 
     return pd.DataFrame({"variante": ["a", "a", "b", "b"], "step": [1, 2, 1, 2], **columns})
+
+
 FUNCTIONS = {"E1": "perfil_con_grupo", "E2": "recompensas_sin_correccion", "E3": "perfil_con_beta"}
 
 
 def ejercicios_hechos(*functions) -> bool:
     """``labs.l6.pending.ejercicios_hechos`` for E1-E3's functions: says in Spanish which exercise to finish."""
+    from labs.l6 import pending  # here, not at the top: it imports torch (L6's probes), which the sweep's parent never needs
+
     return pending.ejercicios_hechos(*functions, table=EXERCISES)
 
 

@@ -255,6 +255,7 @@ def _release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    libc = ctypes.util.find_library("c")
-    if libc and hasattr(ctypes.CDLL(libc), "malloc_trim"):  # glibc only (not musl, not macOS)
-        ctypes.CDLL(libc).malloc_trim(0)
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is not None and hasattr(libc, "malloc_trim"):  # glibc only (not musl, not macOS)
+        libc.malloc_trim(0)

@@ -37,10 +37,10 @@ def _trainer_state(checkpoint: Path) -> dict:
         return {}
 
 
-def step_logs(checkpoint: Path) -> dict[int, dict]:
-    """The trainer's log of each step up to ``checkpoint``, by step (the end-of-training summary is no step)."""
+def step_logs(state: dict) -> dict[int, dict]:
+    """A checkpoint's trainer state's log of each step, by step (the end-of-training summary is no step)."""
     logs = {}
-    for entry in _trainer_state(checkpoint).get("log_history", []):
+    for entry in state.get("log_history", []):
         if "step" in entry and "train_runtime" not in entry:
             logs[int(entry["step"])] = entry
     return logs
@@ -58,7 +58,7 @@ def refill_until(run: RunFolder, checkpoint: Path) -> tuple[list[int], list[int]
     rows = read_jsonl(run.metrics_path) if run.metrics_path.exists() else []
     have = {int(r.get("step", 0)) for r in rows}
     rebuilt = []
-    for step, entry in sorted(step_logs(checkpoint).items()):
+    for step, entry in sorted(step_logs(state).items()):
         if step <= last and step not in have:
             rows.append({"step": step, **{k: v for k, v in entry.items() if k != "step"},
                          REBUILT_KEY: f"{checkpoint.name}/trainer_state.json"})

@@ -168,9 +168,6 @@ def _plain(value):
         return str(value)
 
 
-trim_metrics_after = metrics_resume.trim_after  # the name tests and older notebooks call
-
-
 def _steps_es(steps: list[int]) -> str:
     return ("el paso " if len(steps) == 1 else "los pasos ") + ", ".join(map(str, steps))
 
@@ -267,12 +264,12 @@ def resume_point(run: RunFolder) -> str | None:
     distributed.wait_for_everyone()
     if checkpoint is None:
         if main and torn:
-            dropped = trim_metrics_after(run, 0)
+            dropped = metrics_resume.trim_after(run, 0)
             print(f"[run] No queda ningún checkpoint completo: empiezo desde el paso 0 "
                   f"({plural(dropped, 'paso registrado se repetirá', 'pasos registrados se repetirán')}).")
         return None
     if main:
-        dropped = trim_metrics_after(run, checkpoint_step(checkpoint))
+        dropped = metrics_resume.trim_after(run, checkpoint_step(checkpoint))
         again = plural(dropped, "paso registrado después se repetirá", "pasos registrados después se repetirán")
         print(f"[run] Continúo desde {checkpoint.name} ({again}).")
         rebuilt, missing = metrics_resume.refill_until(run, checkpoint)
