@@ -2,7 +2,7 @@
 correct answer in another style passes.
 
 The checks are the notebook's own (the test cells between otter's ``# BEGIN TESTS`` and ``# END TESTS`` in
-``sources/``), run the way ``grader.check`` runs them (``tests/test_l6_wrong_answers.py`` has the harness). The
+``sources/``), run the way ``grader.check`` runs them (``tests/wrong_answers.py``). The
 wrong answers are the mistakes a student makes: the numbers of one profile typed in, G changed alone, the micro-batch
 grown to fit the groups, the reward dropped by its position, the input list changed in place, another setting
 changed along the way. Also here: the hints and the stub comments name the concept, never the code, and no check
@@ -15,36 +15,18 @@ import json
 import re
 
 import pytest
-from test_l6_wrong_answers import CODE, _parse, _text
+from test_l6_wrong_answers import CODE
+from wrong_answers import Checks, cell_text, standard_tests
 
 from labs import assign
 
 PRELUDE = "import math\nimport pandas as pd\nfrom labs.core.profiles import get_profile\n"
 NOTEBOOKS = {"variantes-e1": "E1_tamano_de_grupo.ipynb", "variantes-e2": "E2_reward_hacking.ipynb",
              "variantes-e3": "E3_peso_kl.ipynb"}
-PARSED = {q: _parse(assign.SOURCES_DIR / nb) for q, nb in NOTEBOOKS.items()}
 
 
-def run_check(question: str, answer: str | None = None) -> str | None:
-    """The question's checks with ``answer`` in place of the solution: None if all pass, else the first failure."""
-    import inspect
-    import textwrap
-
-    tests, solutions = PARSED[question]
-    namespace: dict = {}
-    exec(PRELUDE + "\n\n".join(solutions), namespace)
-    if answer is not None:
-        exec(PRELUDE + textwrap.dedent(answer), namespace)
-    for code in tests[question]:
-        checks: dict = {}
-        exec(code, checks)
-        for name, check in checks.items():
-            if name.startswith("test_") and callable(check):
-                try:
-                    check(*[namespace[p] for p in inspect.signature(check).parameters])
-                except Exception as error:  # otter counts any exception as a failed check
-                    return f"{name}: {type(error).__name__}: {error}"
-    return None
+CHECKS = Checks(*(assign.SOURCES_DIR / nb for nb in NOTEBOOKS.values()), prelude=PRELUDE)
+run_check = CHECKS.run
 
 
 WRONG = {
@@ -146,38 +128,20 @@ def perfil_con_beta(perfil, beta):
 }
 
 
-def test_every_question_has_three_wrong_answers_and_one_right_one():
-    assert sorted(WRONG) == sorted(RIGHT) == sorted(NOTEBOOKS)
-    assert all(q in PARSED[q][0] for q in NOTEBOOKS)
-    assert all(len(WRONG[q]) >= 3 and len(RIGHT[q]) >= 1 for q in NOTEBOOKS)
-
-
-def test_the_solutions_pass_every_check():
-    failures = {q: run_check(q) for q in NOTEBOOKS}
-    assert not any(failures.values()), failures
-
-
-@pytest.mark.parametrize("question,label,answer", [(q, label, a) for q, answers in WRONG.items() for label, a in answers],
-                         ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
-def test_a_wrong_answer_fails(question, label, answer):
-    assert run_check(question, answer) is not None, f"{question}: the wrong answer «{label}» passed the check"
-
-
-@pytest.mark.parametrize("question,label,answer", [(q, label, a) for q, answers in RIGHT.items() for label, a in answers],
-                         ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
-def test_a_right_answer_in_another_style_passes(question, label, answer):
-    assert run_check(question, answer) is None, f"{question}: «{label}» failed: {run_check(question, answer)}"
+(test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
+ test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(
+    CHECKS, WRONG, RIGHT, questions=NOTEBOOKS)
 
 
 @pytest.mark.parametrize("question", sorted(NOTEBOOKS))
 def test_hints_and_stub_comments_name_the_concept_not_the_code(question):
-    hints = re.findall(r'failure_message: "(.+?)"', "\n".join(PARSED[question][0][question]))
+    hints = re.findall(r'failure_message: "(.+?)"', "\n".join(CHECKS.tests[question]))
     assert hints and not [h for h in hints if CODE.search(h) or re.search(r"\.\w+\b|=", h)], hints
     student = json.loads((assign.STUDENT_DIR / NOTEBOOKS[question]).read_text())
     function = {"variantes-e1": "perfil_con_grupo", "variantes-e2": "recompensas_sin_correccion",
                 "variantes-e3": "perfil_con_beta"}[question]
-    cells = [_text(c) for c in student["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])
-             and f"def {function}(" in _text(c)]
+    cells = [cell_text(c) for c in student["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])
+             and f"def {function}(" in cell_text(c)]
     assert len(cells) == 1
     comments = [line.strip() for line in cells[0].splitlines() if line.strip().startswith("#")]
     assert comments and not [c for c in comments if CODE.search(c) or re.search(r"\.\w+\b|=", c)], comments
@@ -186,7 +150,7 @@ def test_hints_and_stub_comments_name_the_concept_not_the_code(question):
 @pytest.mark.parametrize("question", sorted(NOTEBOOKS))
 def test_no_check_prints_what_it_expects(question):
     """A failure message shows the student's input or output, never the expected value (nor a reference's)."""
-    for code in PARSED[question][0][question]:
+    for code in CHECKS.tests[question]:
         for message in re.findall(r'f"([^"]*)"', code):
             fields = re.findall(r"\{([^}]*)\}", message)
             assert all(re.fullmatch(r"G|beta|base\.name|lista|list\(tuya\)|donde|otros|micro|lote|lote // G|"
@@ -209,10 +173,10 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     nb = nbformat.read(student, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [(_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
+    errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, errors
-    guarded = [c for c in nb.cells if c.cell_type == "code" and "ex.ejercicios_hechos(" in _text(c)]
+    guarded = [c for c in nb.cells if c.cell_type == "code" and "ex.ejercicios_hechos(" in cell_text(c)]
     said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
     assert len(guarded) >= 5 and all("termina el ejercicio «" in s for s in said), said
     assert not (tmp_path / "runs").exists()  # no variant saved, no run started

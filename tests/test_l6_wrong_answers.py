@@ -2,7 +2,7 @@
 another style passes.
 
 The checks are the notebook's own (the test cells between otter's ``# BEGIN TESTS`` and ``# END TESTS`` in
-``sources/``), run here the way ``grader.check`` runs them: each ``test_*`` function is called with the
+``sources/``), run here the way ``grader.check`` runs them (``tests/wrong_answers.py``): each ``test_*`` function is called with the
 notebook's functions of the same names, and a check passes when none raises. The notebook's functions are its
 solutions, with the answer under test put in place of one of them. The wrong answers are the mistakes a
 student makes: a flipped sign, a missing clip side, Bessel's correction where the lesson's table has none, the
@@ -14,66 +14,22 @@ Also here: the hints (``failure_message``) and the stub comments name the concep
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
-import textwrap
 
 import pytest
 
 from labs import assign
+from wrong_answers import Checks, cell_text, parse, standard_tests
 
 SOURCE = assign.SOURCES_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
 STUDENT = assign.STUDENT_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
 PRELUDE = "import numpy as np\nimport torch\n"
 
 
-def _text(cell) -> str:
-    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-
-
-def _parse(path=SOURCE):
-    """Question name -> its test cells' code; and every solution cell's code (markers are comments: it runs)."""
-    cells = json.loads(path.read_text())["cells"]
-    tests, solutions, question, in_tests, in_solution = {}, [], None, False, False
-    for cell in cells:
-        text = _text(cell)
-        if cell["cell_type"] == "raw":
-            if text.startswith("# BEGIN QUESTION"):
-                question = re.search(r"name:\s*([\w-]+)", text).group(1)
-                tests[question] = []
-            in_tests = text.startswith("# BEGIN TESTS") or (in_tests and not text.startswith("# END TESTS"))
-            in_solution = text.startswith("# BEGIN SOLUTION") or (in_solution and not text.startswith("# END SOLUTION"))
-        elif cell["cell_type"] == "code" and in_tests:
-            tests[question].append(text)
-        elif cell["cell_type"] == "code" and in_solution:
-            solutions.append(text)
-    return tests, solutions
-
-
-TESTS, SOLUTIONS = _parse()
-
-
-def run_check(question: str, answer: str | None = None) -> str | None:
-    """Run one question's checks with ``answer`` (code defining the function) in place of the solution.
-
-    Returns ``None`` when every check passes, else the first failure as text (what the student would read).
-    """
-    namespace: dict = {}
-    exec(PRELUDE + "\n\n".join(SOLUTIONS), namespace)
-    if answer is not None:
-        exec(PRELUDE + textwrap.dedent(answer), namespace)
-    for code in TESTS[question]:
-        checks: dict = {}
-        exec(code, checks)
-        for name, check in checks.items():
-            if name.startswith("test_") and callable(check):
-                args = [namespace[p] for p in inspect.signature(check).parameters]
-                try:
-                    check(*args)
-                except Exception as error:  # otter counts any exception as a failed check
-                    return f"{name}: {type(error).__name__}: {error}"
-    return None
+CHECKS = Checks(SOURCE, prelude=PRELUDE)
+TESTS, SOLUTIONS = parse(SOURCE)
+run_check = CHECKS.run
 
 
 # For each question: (label, answer) pairs. WRONG must fail; RIGHT (another style than the solution) must pass.
@@ -336,26 +292,8 @@ def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, 
 }
 
 
-def test_every_question_has_three_wrong_answers_and_one_right_one():
-    assert sorted(TESTS) == sorted(WRONG) == sorted(RIGHT)
-    assert all(len(WRONG[q]) >= 3 and len(RIGHT[q]) >= 1 for q in TESTS)
-
-
-def test_the_solutions_pass_every_check():
-    failures = {q: run_check(q) for q in TESTS}
-    assert not any(failures.values()), failures
-
-
-@pytest.mark.parametrize("question,label,answer", [(q, label, a) for q, answers in WRONG.items() for label, a in answers],
-                         ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
-def test_a_wrong_answer_fails(question, label, answer):
-    assert run_check(question, answer) is not None, f"{question}: the wrong answer «{label}» passed the check"
-
-
-@pytest.mark.parametrize("question,label,answer", [(q, label, a) for q, answers in RIGHT.items() for label, a in answers],
-                         ids=lambda x: x if isinstance(x, str) and "\n" not in x else "")
-def test_a_right_answer_in_another_style_passes(question, label, answer):
-    assert run_check(question, answer) is None, f"{question}: «{label}» failed: {run_check(question, answer)}"
+(test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
+ test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(CHECKS, WRONG, RIGHT)
 
 
 # Code a hint or a stub comment must not dictate (a call, an argument, a library name).
@@ -370,7 +308,7 @@ def test_hints_name_the_concept_not_the_code():
 
 
 def test_stub_comments_name_the_concept_not_the_code():
-    cells = [_text(c) for c in json.loads(STUDENT.read_text())["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])]
+    cells = [cell_text(c) for c in json.loads(STUDENT.read_text())["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])]
     assert len(cells) == len(TESTS)
     comments = [line.strip() for cell in cells for line in cell.splitlines() if line.strip().startswith("#")]
     leaks = [c for c in comments if CODE.search(c)]
@@ -418,13 +356,13 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     nb = nbformat.read(STUDENT, as_version=4)
     heavy = ("run_trainer_check(", "format_numbers(informe)", "train_grpo_bandit", "corridas.items()",
              "variance_table(", "tabla[t]")  # the trainer step, the bandit runs, the variance table: no student code
-    nb.cells = [c for c in nb.cells if not any(h in _text(c) for h in heavy)]
+    nb.cells = [c for c in nb.cells if not any(h in cell_text(c) for h in heavy)]
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [(_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
+    errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, errors
-    guarded = [c for c in nb.cells if c.cell_type == "code" and "ejercicios_hechos(" in _text(c)
-               and "import" not in _text(c).split("\n", 1)[0]]
+    guarded = [c for c in nb.cells if c.cell_type == "code" and "ejercicios_hechos(" in cell_text(c)
+               and "import" not in cell_text(c).split("\n", 1)[0]]
     said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
     assert len(guarded) >= 7 and all("termina el ejercicio «" in s for s in said), said

@@ -1,0 +1,124 @@
+"""The harness of the wrong-answer tests: a notebook's own checks, run the way ``grader.check`` runs them.
+
+A source notebook (``sources/``) keeps each question's checks between otter's ``# BEGIN TESTS`` and ``# END TESTS``
+and its solutions between ``# BEGIN SOLUTION`` and ``# END SOLUTION``. ``Checks`` executes every solution, puts an
+answer under test in place of one of them, and calls each ``test_*`` function with the notebook's names of the same
+parameters; a check passes when none raises (otter counts any exception as a failure).
+
+``standard_tests(checks, WRONG, RIGHT)`` gives a module the tests every wrong-answer module has: at least three wrong
+answers and one right one per question, the solutions pass, every wrong answer fails, every right answer in another
+style passes. Assign them to module-level ``test_*`` names so pytest collects them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+def cell_text(cell) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def parse(path: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Question name -> its test cells' code; and every solution cell's code (markers are comments: it runs)."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    tests, solutions, question, in_tests, in_solution = {}, [], None, False, False
+    for cell in cells:
+        text = cell_text(cell)
+        if cell["cell_type"] == "raw":
+            if text.startswith("# BEGIN QUESTION"):
+                question = re.search(r"name:\s*([\w-]+)", text).group(1)
+                tests[question] = []
+            in_tests = text.startswith("# BEGIN TESTS") or (in_tests and not text.startswith("# END TESTS"))
+            in_solution = text.startswith("# BEGIN SOLUTION") or (in_solution and not text.startswith("# END SOLUTION"))
+        elif cell["cell_type"] == "code" and in_tests:
+            tests[question].append(text)
+        elif cell["cell_type"] == "code" and in_solution:
+            solutions.append(text)
+    return tests, solutions
+
+
+def hints(test_codes: list[str]) -> list[str]:
+    """The ``failure_message`` of each test cell (what otter shows under a failed check)."""
+    return re.findall(r'failure_message: "(.+?)"', "\n".join(test_codes))
+
+
+class Checks:
+    """One or more source notebooks' checks; ``run(question, answer)`` is what ``grader.check`` would say.
+
+    ``prelude``: the imports the notebook's first cells make (solutions and answers run after it).
+    """
+
+    def __init__(self, *paths: Path, prelude: str = ""):
+        self.prelude = prelude
+        self.tests: dict[str, list[str]] = {}
+        self.solutions: dict[str, list[str]] = {}  # question -> the solutions of its own notebook
+        for path in paths:
+            tests, solutions = parse(path)
+            for question, codes in tests.items():
+                self.tests[question] = codes
+                self.solutions[question] = solutions
+
+    @property
+    def questions(self) -> list[str]:
+        return sorted(self.tests)
+
+    def namespace(self, question: str, answer: str | None = None) -> dict:
+        namespace: dict = {}
+        exec(self.prelude + "\n\n".join(self.solutions[question]), namespace)
+        if answer is not None:
+            exec(self.prelude + textwrap.dedent(answer), namespace)
+        return namespace
+
+    def run(self, question: str, answer: str | None = None) -> str | None:
+        """None when every check of ``question`` passes with ``answer`` in place of the solution, else the first failure."""
+        namespace = self.namespace(question, answer)
+        for code in self.tests[question]:
+            checks: dict = {}
+            exec(code, checks)
+            for name, check in checks.items():
+                if name.startswith("test_") and callable(check):
+                    try:
+                        check(*[namespace[p] for p in inspect.signature(check).parameters])
+                    except Exception as error:  # otter counts any exception as a failed check
+                        return f"{name}: {type(error).__name__}: {error}"
+        return None
+
+
+def _cases(answers: dict) -> list[tuple]:
+    return [(q, label, a) for q, pairs in answers.items() for label, a in pairs]
+
+
+def _ids(value):
+    return value if isinstance(value, str) and "\n" not in value else ""
+
+
+def standard_tests(checks: Checks, wrong: dict, right: dict, questions=None):
+    """The four tests of a wrong-answer module, over ``questions`` (default: every question ``checks`` has)."""
+    asked = sorted(questions if questions is not None else checks.questions)
+
+    def test_every_question_has_three_wrong_answers_and_one_right_one():
+        assert sorted(wrong) == sorted(right) == asked
+        assert all(len(wrong[q]) >= 3 and len(right[q]) >= 1 for q in asked)
+
+    def test_the_solutions_pass_every_check():
+        failures = {q: checks.run(q) for q in asked}
+        assert not any(failures.values()), failures
+
+    @pytest.mark.parametrize("question,label,answer", _cases(wrong), ids=_ids)
+    def test_a_wrong_answer_fails(question, label, answer):
+        assert checks.run(question, answer) is not None, f"{question}: the wrong answer «{label}» passed the check"
+
+    @pytest.mark.parametrize("question,label,answer", _cases(right), ids=_ids)
+    def test_a_right_answer_in_another_style_passes(question, label, answer):
+        failure = checks.run(question, answer)
+        assert failure is None, f"{question}: «{label}» failed: {failure}"
+
+    return (test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
+            test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes)
