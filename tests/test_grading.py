@@ -33,7 +33,8 @@ from labs.core import stats
 from labs.grading import CUMPLE, MANUAL, NO_CUMPLE, NO_SE_PUEDE, grade_class, grade_run, grade_submission, main
 from labs.grading import criteria as cr
 from labs.grading import grade as grade_module
-from labs.grading import selfcheck, submissions
+from labs.grading import report as report_module
+from labs.grading import selfcheck, submissions, written
 from labs.grading.report import render_markdown
 
 
@@ -325,7 +326,34 @@ def test_notebook_answers_are_quoted_and_escaped(tmp_path):
     text = report(g)
     assert "> correctness_reward paga 2.0 &lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "<script>" not in text
-    assert text.count("_(sin respuesta en el notebook)_") == 2  # the placeholder and the missing level-4 answer
+    assert "_(sin respuesta: la celda sigue con el texto de la plantilla" in text  # the placeholder
+    assert "_(sin respuesta: no está la celda de la respuesta en el notebook)_" in text  # the missing level-4 answer
+
+
+@pytest.mark.parametrize("cell", [
+    cr.ANSWER_TEMPLATE,
+    "tu respuesta.",  # "ESCRIBE AQUÍ" deleted, the rest of the template left
+    "Escribe aqui tu respuesta",  # retyped without capitals or accents
+    "ESCRIBE AQUÍ\n\n**tu respuesta**\n\n---",
+    "  \n\n",
+])
+def test_a_template_only_partly_replaced_is_not_counted_as_an_answer(tmp_path, cell):
+    """Issue 35, item 4: what the self-check counts by itself (answers written, the CSV's respuestas_escritas) cannot be
+    fooled by leaving the template, or part of it, in the cell; nothing counts words."""
+    student = tmp_path / "eva"
+    good_run(student, "principal")
+    own = "Paga 2.0 por el número correcto: ESCRIBE AQUÍ"  # the marker left beside a real answer does not hide it
+    dump(student / submissions.NOTEBOOK_NAME, notebook_json({"c2b-respuesta-funciones": own,
+                                                             "c2b-respuesta-separacion": cell}))
+    g = grade_submission(student)
+    answers = g.criteria[3].values["answers"]
+    assert answers["c2b-respuesta-funciones"].text == "Paga 2.0 por el número correcto:"
+    assert not answers["c2b-respuesta-separacion"] and answers["c2b-respuesta-separacion"].status == written.TEMPLATE
+    out = tmp_path / "out"
+    grade_module_csv = report_module.csv_row(g, "eva", None, out)
+    assert grade_module_csv["respuestas_escritas"] == 1
+    text = report(g)
+    assert "> Paga 2.0 por el número correcto:" in text and text.count("la celda sigue con el texto de la plantilla") == 1
 
 
 # ------------------------------------------------------------------------------------ zips and a class
@@ -496,7 +524,9 @@ def test_rubric_notebook_and_grader_agree_on_the_answer_cells():
     nb = json.loads((Path(__file__).resolve().parent.parent / "sources" / submissions.NOTEBOOK_NAME).read_text())
     tags = {t for c in nb["cells"] for t in c.get("metadata", {}).get("tags", [])}
     assert set(cr.ANSWER_TAGS) <= tags
-    assert all(v is None for v in cr.notebook_answers(nb).values())  # the template counts as unanswered
+    assert all(v.status == written.TEMPLATE for v in cr.notebook_answers(nb).values())  # the template counts as unanswered
+    answer_cells = [c for c in nb["cells"] if set(cr.ANSWER_TAGS) & set(c.get("metadata", {}).get("tags", []))]
+    assert ["".join(c["source"]) for c in answer_cells] == [cr.ANSWER_TEMPLATE] * len(cr.ANSWER_TAGS)
     assert outputs_only_in_checked_cells(nb["cells"])
 
 

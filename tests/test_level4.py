@@ -1,4 +1,5 @@
-"""Level 4 counts wherever the student earned it (issue 25, item 4), and the E1-E3 predictions reach the report.
+"""Level 4 counts wherever the student earned it (issue 25, item 4), and the E1-E3 predictions reach the report
+(issue 35, item 4: recorded answers, read as text, the template told apart).
 
 Criteria 1-3 are graded on the main run (the 500-step L7.1 run with the course's rewards); the level-4
 evidence (own reward functions plus a comparison run in which the hack shows up) is looked for in every
@@ -16,7 +17,8 @@ from rundirs import NO_GAIN_HOLDOUT, e2_run, good_run, history, make_run, paired
 
 from labs.exercises import e4
 from labs.grading import grade as grade_module
-from labs.grading import grade_submission, selfcheck, submissions
+from labs import assign
+from labs.grading import grade_submission, selfcheck, submissions, written
 from labs.grading.report import render_markdown
 
 OWN = {"correctness_reward": 1.0, "format_reward": 1.0, "soft_format_reward": 1.0, "razonamiento_con_cuentas": 1.0}
@@ -103,26 +105,66 @@ def test_c2b_prints_the_terminal_command_instead_of_training_on_a_gpu_profile(tm
     assert calls == ["rtx5090"]
 
 
-def notebook_with(cells: list[str]) -> dict:
-    return {"cells": [{"cell_type": "code", "metadata": {}, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
+def notebook_with(cells: list[str], predictions: dict[str, str] | None = None) -> dict:
+    """Code cells, then one markdown cell per prediction, tagged as the exercise notebooks tag theirs."""
+    out = [{"cell_type": "code", "metadata": {}, "source": c} for c in cells]
+    out += [{"cell_type": "markdown", "metadata": {"tags": [tag, "otter_answer_cell"]}, "source": text.splitlines(True)}
+            for tag, text in (predictions or {}).items()]
+    return {"cells": out, "metadata": {}, "nbformat": 4}
 
 
 def test_predictions_are_read_from_the_exercise_notebooks_without_running_them(tmp_path):
+    """Item 4 of issue 35: a prediction is a recorded answer (a markdown cell written before the sweep), not code, and
+    not counted; the report quotes the student's own words and says plainly which one is still the template."""
     student = tmp_path / "ana"
     good_run(student, "l71-rtx5090")
     nbs = student / "notebooks"
     nbs.mkdir()
+    template = written.PREDICTION_TEMPLATE
     (nbs / "E1_tamano_de_grupo.ipynb").write_text(json.dumps(notebook_with(
-        ["import os", 'prediccion_e1 = "Con G = 16 la curva será menos ruidosa <b>pero</b> más lenta."  # mi frase'])))
-    (nbs / "E2_reward_hacking.ipynb").write_text(json.dumps(notebook_with(["prediccion_e2 = ..."])))
-    (nbs / "E3_peso_kl.ipynb").write_text(json.dumps(notebook_with(["%%time\nprediccion_e3 = 'x'", "prediccion_e3 = open('x').read()"])))
+        ["import os"], {"prediccion-e1": f"{template}\nCon G = 16 la curva será menos ruidosa <b>pero</b> más lenta."})))
+    (nbs / "E2_reward_hacking.ipynb").write_text(json.dumps(notebook_with(
+        ['prediccion_e2 = "una frase de seis palabras o más"'], {"prediccion-e2": template})))
+    # the marker deleted and the rest of the template left, in lower case and without accents: still the template
+    (nbs / "E3_peso_kl.ipynb").write_text(json.dumps(notebook_with(
+        [], {"prediccion-e3": "tu prediccion, en una frase,\n\nantes de ejecutar el barrido"})))
     (nbs / submissions.NOTEBOOK_NAME).write_text(json.dumps(notebook_with([])))
     g = grade_submission(student)
-    assert g.predictions == {"E1": "Con G = 16 la curva será menos ruidosa <b>pero</b> más lenta.", "E2": None, "E3": None}
+    assert g.predictions["E1"].text == "Con G = 16 la curva será menos ruidosa <b>pero</b> más lenta."
+    assert {e: p.status for e, p in g.predictions.items()} == {"E1": written.WRITTEN, "E2": written.TEMPLATE,
+                                                               "E3": written.TEMPLATE}
     text = render_markdown(g, [])
     assert "E1: «Con G = 16 la curva será menos ruidosa &lt;b&gt;pero&lt;/b&gt; más lenta.»" in text
-    assert "E2: _(sin predicción en el notebook)_" in text
+    assert "E2: _(sin predicción: la celda sigue con el texto de la plantilla" in text  # a code cell is not a prediction
+    assert "E3: _(sin predicción: la celda sigue con el texto de la plantilla" in text
+    assert "no puntúan" in text
     assert "No se encontró el notebook C2b_rubrica.ipynb" not in text  # the rubric is not mistaken for E1
+
+
+@pytest.mark.parametrize("cell,expected", [
+    (written.PREDICTION_TEMPLATE, None),
+    ("ESCRIBE AQUÍ", None),
+    ("escribe aqui TU PREDICCIÓN", None),
+    ("*tu predicción*\n\n---", None),
+    ("ESCRIBE AQUÍ tu predicción, en una frase, antes de ejecutar el barrido. Con beta = 0 se alarga.", "Con beta = 0 se alarga."),
+    ("Con beta = 0 se alarga.\n\nESCRIBE AQUÍ", "Con beta = 0 se alarga."),
+    ("Sube.", "Sube."),  # one word of the student's own is an answer: the instructor judges it, no word count does
+])
+def test_a_prediction_is_the_students_own_text_and_never_the_template(cell, expected):
+    nb = notebook_with([], {"prediccion-e3": cell})
+    found = submissions.prediction_in(nb, "E3")
+    assert found.text == expected and bool(found) is (expected is not None)
+    assert submissions.prediction_in(notebook_with([]), "E3").status == written.MISSING
+
+
+def test_the_exercise_notebooks_record_the_prediction_the_grader_reads():
+    """The student notebooks carry each prediction as a tagged markdown cell with the grader's template, and no code
+    cell or check for it (otter's manual question: graded by the instructor, never by grader.check)."""
+    for exercise, name in (("E1", "E1_tamano_de_grupo.ipynb"), ("E2", "E2_reward_hacking.ipynb"), ("E3", "E3_peso_kl.ipynb")):
+        nb = json.loads((assign.STUDENT_DIR / name).read_text())
+        assert submissions.prediction_in(nb, exercise).status == written.TEMPLATE
+        text = json.dumps(nb)
+        assert f"prediccion_{exercise.lower()}" not in text and f'grader.check(\\"prediccion-' not in text
 
 
 def test_the_main_run_is_l71s_beside_a_later_l72_run_of_the_same_length(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from rewards import REWARD_NAMES
 
 from .holdout import ID_PREFIX, Holdout, check_holdout
 from .inputs import RunData, find_value, reward_functions
+from .written import ANSWER_TEMPLATE, PLACEHOLDER, Written, written_answer  # noqa: F401  (PLACEHOLDER: cr.PLACEHOLDER)
 
 CUMPLE = "cumple"
 NO_CUMPLE = "no cumple"
@@ -238,7 +239,6 @@ ANSWER_TAGS = {
     "c2b-respuesta-separacion": "¿Por qué la corrección va separada del formato (y con más peso)? ¿Qué hacking evita?",
     "c2b-respuesta-hack": "(Nivel 4) ¿Qué reward hacking concreto evitan tus funciones propias y qué ejecución lo demuestra?",
 }
-PLACEHOLDER = "ESCRIBE AQUÍ"
 
 
 def all_reward_names(data: RunData) -> list[tuple[str, float | None]]:
@@ -249,24 +249,10 @@ def all_reward_names(data: RunData) -> list[tuple[str, float | None]]:
     return names
 
 
-def notebook_answers(notebook: dict | None) -> dict[str, str | None]:
-    """The student's written answers by tag (None: not found or still the placeholder)."""
-    answers: dict[str, str | None] = {tag: None for tag in ANSWER_TAGS}
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    for cell in cells if isinstance(cells, list) else []:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "markdown":
-            continue
-        meta = cell.get("metadata")
-        tags = meta.get("tags") if isinstance(meta, dict) else None
-        source = cell.get("source")
-        text = "".join(s for s in source if isinstance(s, str)) if isinstance(source, list) else source
-        if not isinstance(tags, list) or not isinstance(text, str):
-            continue
-        for tag in ANSWER_TAGS:
-            if tag in tags:
-                body = text.strip()
-                answers[tag] = None if (not body or PLACEHOLDER in body) else body[:4000]
-    return answers
+def notebook_answers(notebook: dict | None) -> dict[str, Written]:
+    """The student's written answers by tag: their own text, or why there is none (``written.written_answer``:
+    the template, even partly replaced, is not an answer)."""
+    return {tag: written_answer(notebook, tag, ANSWER_TEMPLATE) for tag in ANSWER_TAGS}
 
 
 def own_source_lines(run: dict | None) -> list[str]:

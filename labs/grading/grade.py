@@ -27,6 +27,7 @@ from . import criteria as cr
 from .holdout import check_holdout
 from .inputs import Problem, RunData, find_value, load_run
 from .submissions import exercise_predictions, find_notebooks, find_run_folders, read_notebook, rubric_notebook
+from .written import Written
 
 LEVEL_4 = "nivel 4"
 LEVEL_3 = "nivel 3"
@@ -63,7 +64,7 @@ class RunGrade:
     level: str = NO_LEVEL
     level_reason: str = ""
     level4: Level4Evidence | None = None  # which runs carry the level-4 evidence (``level4_evidence``)
-    predictions: dict[str, str | None] = field(default_factory=dict)  # E1-E3 predictions from the notebooks
+    predictions: dict[str, Written] = field(default_factory=dict)  # E1-E3 predictions from the notebooks
     problems: list[str] = field(default_factory=list)  # about the submission as a whole
     main_why: str = ""  # which run is the main one and why (``choose_main``), in Spanish
 

@@ -16,6 +16,7 @@ from . import criteria as cr
 from .figures import plot_curves, plot_holdout
 from .grade import RunGrade, level4_lines
 from .submissions import slug
+from .written import MISSING, TEMPLATE
 
 REPORT_NAME = "informe.md"
 CSV_NAME = "resumen.csv"
@@ -149,6 +150,17 @@ def _recipe_changes(run: dict) -> list[str]:
     return lines + [""]
 
 
+WHY_NOT_WRITTEN = {  # a written answer's status (``written.Written``) when it holds nothing of the student's
+    TEMPLATE: "la celda sigue con el texto de la plantilla (ESCRIBE AQUÍ ...): no hay nada escrito por el alumno",
+    MISSING: "no está la celda de la respuesta en el notebook",
+}
+
+
+def _not_written(answer) -> str:
+    status = getattr(answer, "status", MISSING)
+    return WHY_NOT_WRITTEN.get(status, WHY_NOT_WRITTEN[MISSING])
+
+
 def _explanations(c: cr.Criterion) -> list[str]:
     lines = ["**Preguntas que el alumno debe contestar por escrito (el instructor las valora):**", ""]
     answers = c.values.get("answers", {})
@@ -156,20 +168,20 @@ def _explanations(c: cr.Criterion) -> list[str]:
         lines.append(f"- {esc(question)}")
         answer = answers.get(tag)
         if answer:
-            lines += ["", *[f"  > {esc(line)}" if line.strip() else "  >" for line in answer.splitlines()[:60]], ""]
+            lines += ["", *[f"  > {esc(line)}" if line.strip() else "  >" for line in answer.text.splitlines()[:60]], ""]
         else:
-            lines.append("  - _(sin respuesta en el notebook)_")
+            lines.append(f"  - _(sin respuesta: {_not_written(answer)})_")
     lines.append("")
     return lines
 
 
 def _predictions(grade: RunGrade) -> list[str]:
-    """The one-sentence predictions the student wrote in E1-E3 before seeing the results."""
+    """The predictions the student recorded in E1-E3 before running the sweeps (not graded automatically)."""
     if not grade.predictions:
         return []
-    lines = ["## Predicciones de los ejercicios (escritas antes de ver los resultados)", ""]
-    for exercise, text in sorted(grade.predictions.items()):
-        lines.append(f"- {exercise}: " + (f"«{esc(text)}»" if text else "_(sin predicción en el notebook)_"))
+    lines = ["## Predicciones de los ejercicios (escritas antes de ver los resultados; no puntúan)", ""]
+    for exercise, answer in sorted(grade.predictions.items()):
+        lines.append(f"- {exercise}: " + (f"«{esc(answer.text)}»" if answer else f"_(sin predicción: {_not_written(answer)})_"))
     return lines + [""]
 
 

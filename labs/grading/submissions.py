@@ -3,8 +3,8 @@
 A class folder holds one entry per student: a folder, or a ``.zip`` file, containing one or more run
 folders (a folder with ``run.json``, ``status.json``, ``metrics.jsonl`` or ``eval/``), possibly nested,
 and optionally the student's ``C2b_rubrica.ipynb`` and exercise notebooks (``E1_*.ipynb`` to ``E3_*.ipynb``,
-whose one-sentence predictions the report quotes; ``exercise_predictions`` reads them without executing
-anything).
+whose predictions, written in a markdown cell before the runs, the report quotes; ``exercise_predictions`` reads
+them as text, never executing anything, and ``written`` tells them from the template).
 
 Zip files are never extracted with ``extractall``. Each member is checked and only the kinds of file the
 grader reads (JSON, JSON lines, PNG, CSV, notebooks) are copied, into a folder inside the output
@@ -16,7 +16,6 @@ symbolic links.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from labs.core import runfolder as rf
 
 from .inputs import MAX_JSON_BYTES, MAX_JSONL_BYTES, MAX_PNG_BYTES, InputError, parse_json_object, read_limited
+from .written import PREDICTION_TEMPLATE, Written, written_answer
 
 RUN_MARKERS = (rf.RUN_JSON, rf.STATUS_JSON, rf.METRICS_JSONL, rf.EVAL_DIR)
 ZIP_SUFFIXES = {".json": MAX_JSON_BYTES, ".ipynb": MAX_JSON_BYTES, ".jsonl": MAX_JSONL_BYTES, ".csv": MAX_JSON_BYTES, ".png": MAX_PNG_BYTES}
@@ -38,7 +38,7 @@ MAX_ZIP_TOTAL_BYTES = 512 * 1024 * 1024  # what one submission may unpack, all f
 MAX_WALK_DEPTH = 4
 MAX_RUNS_PER_SUBMISSION = 20
 NOTEBOOK_NAME = "C2b_rubrica.ipynb"
-PREDICTION_EXERCISES = ("E1", "E2", "E3")  # notebook E1_*.ipynb holds ``prediccion_e1 = "..."``, and so on
+PREDICTION_EXERCISES = ("E1", "E2", "E3")  # notebook E1_*.ipynb records its prediction in a cell tagged prediccion-e1
 MAX_PREDICTION_CHARS = 1000
 
 
@@ -120,33 +120,18 @@ def rubric_notebook(notebooks: list[Path]) -> Path | None:
     return next((p for p in notebooks if exercise_of(p) is None), None)
 
 
-def prediction_in(notebook: dict | None, exercise: str) -> str | None:
-    """The string assigned to ``prediccion_e1`` (``e2``, ``e3``) in a notebook's code cells, read with ``ast``
-    (never executed); None when missing, still the stub (``...``) or not a literal string."""
-    name = f"prediccion_{exercise.lower()}"
-    cells = notebook.get("cells") if isinstance(notebook, dict) else None
-    found = None
-    for cell in cells if isinstance(cells, list) else []:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source")
-        text = "".join(s for s in source if isinstance(s, str)) if isinstance(source, list) else source
-        if not isinstance(text, str) or name not in text:
-            continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
-                found = " ".join(node.value.value.split())[:MAX_PREDICTION_CHARS] or None
-    return found
+def prediction_in(notebook: dict | None, exercise: str) -> Written:
+    """The prediction recorded in a notebook's markdown cell tagged ``prediccion-e1`` (``e2``, ``e3``), read as
+    text (never executed): the student's own words, or why there are none (still the template, or no such cell)."""
+    written = written_answer(notebook, f"prediccion-{exercise.lower()}", PREDICTION_TEMPLATE)
+    if written.text is not None and len(written.text) > MAX_PREDICTION_CHARS:
+        return Written(written.text[:MAX_PREDICTION_CHARS], written.status)
+    return written
 
 
-def exercise_predictions(notebooks: list[Path]) -> dict[str, str | None]:
+def exercise_predictions(notebooks: list[Path]) -> dict[str, Written]:
     """E1-E3's predictions from the student's exercise notebooks (the shallowest notebook of each exercise)."""
-    out: dict[str, str | None] = {}
+    out: dict[str, Written] = {}
     for path in notebooks:
         exercise = exercise_of(path)
         if exercise is not None and exercise not in out:
