@@ -1,11 +1,14 @@
-"""E1-E3's variant checks cannot be fooled: for each notebook's variant question, plausible wrong answers fail and a
-correct answer in another style passes.
+"""E1-E3's checks cannot be fooled: for each notebook's variant question and comparison question, plausible wrong
+answers fail and a correct answer in another style passes.
 
 The checks are the notebook's own (the test cells between otter's ``# BEGIN TESTS`` and ``# END TESTS`` in
 ``sources/``), run the way ``grader.check`` runs them (``tests/wrong_answers.py``). The
 wrong answers are the mistakes a student makes: the numbers of one profile typed in, G changed alone, the micro-batch
 grown to fit the groups, the reward dropped by its position, the input list changed in place, another setting
-changed along the way. Also here: the hints and the stub comments name the concept, never the code, and no check
+changed along the way; and for the comparisons (``comparar_e1`` ...), which the checks run on tables of their own
+(other variants, other values, rows out of order, steps without a value), the wrong grouping key, the mean of the
+wrong column, the first and last step instead of the window, a sort that loses the steps' order, numbers typed from
+the screen. Also here: the hints and the stub comments name the concept, never the code, and no check
 prints what it expects.
 """
 
@@ -22,10 +25,14 @@ from labs import assign
 
 PRELUDE = "import math\nimport pandas as pd\nfrom labs.core.profiles import get_profile\n"
 NOTEBOOKS = {"variantes-e1": "E1_tamano_de_grupo.ipynb", "variantes-e2": "E2_reward_hacking.ipynb",
-             "variantes-e3": "E3_peso_kl.ipynb"}
+             "variantes-e3": "E3_peso_kl.ipynb", "comparar-e1": "E1_tamano_de_grupo.ipynb",
+             "comparar-e2": "E2_reward_hacking.ipynb", "comparar-e3": "E3_peso_kl.ipynb"}
+FUNCTIONS = {"variantes-e1": "perfil_con_grupo", "variantes-e2": "recompensas_sin_correccion",
+             "variantes-e3": "perfil_con_beta", "comparar-e1": "comparar_e1", "comparar-e2": "comparar_e2",
+             "comparar-e3": "comparar_e3"}
 
 
-CHECKS = Checks(*(assign.SOURCES_DIR / nb for nb in NOTEBOOKS.values()), prelude=PRELUDE)
+CHECKS = Checks(*(assign.SOURCES_DIR / nb for nb in sorted(set(NOTEBOOKS.values()))), prelude=PRELUDE)
 run_check = CHECKS.run
 
 
@@ -107,6 +114,136 @@ def perfil_con_beta(perfil, beta):
 def perfil_con_beta(perfil, beta):
     return {"beta": beta}"""),
     ],
+    "comparar-e1": [
+        ("agrupa por paso en vez de por variante", """
+def comparar_e1(metricas):
+    g = metricas.groupby("step")
+    return pd.DataFrame({"grupos_sin_varianza": g["frac_reward_zero_std"].mean(),
+                         "grad_norm_media": g["grad_norm"].mean(), "grad_norm_std": g["grad_norm"].std()})"""),
+        ("la media de la recompensa en vez de la de los grupos sin varianza", """
+def comparar_e1(metricas):
+    g = metricas.groupby("variante")
+    return pd.DataFrame({"grupos_sin_varianza": g["reward"].mean(),
+                         "grad_norm_media": g["grad_norm"].mean(), "grad_norm_std": g["grad_norm"].std()})"""),
+        ("la desviación típica poblacional (numpy, ddof=0)", """
+def comparar_e1(metricas):
+    import numpy as np
+    g = metricas.groupby("variante")
+    return pd.DataFrame({"grupos_sin_varianza": g["frac_reward_zero_std"].mean(),
+                         "grad_norm_media": g["grad_norm"].mean(),
+                         "grad_norm_std": g["grad_norm"].agg(lambda x: np.std(x.dropna()))})"""),
+        ("el índice en el orden de las filas (desalineado con el groupby)", """
+def comparar_e1(metricas):
+    g = metricas.groupby("variante")
+    return pd.DataFrame({"grupos_sin_varianza": g["frac_reward_zero_std"].mean().values,
+                         "grad_norm_media": g["grad_norm"].mean().values, "grad_norm_std": g["grad_norm"].std().values},
+                        index=metricas["variante"].unique())"""),
+        ("los números de la pantalla, escritos a mano", """
+def comparar_e1(metricas):
+    return pd.DataFrame({"grupos_sin_varianza": [0.412, 0.188], "grad_norm_media": [1.52, 1.47],
+                         "grad_norm_std": [0.81, 0.77]}, index=["G=2", "G=4"])"""),
+        ("solo los últimos pasos de cada variante", """
+def comparar_e1(metricas):
+    ultimo = metricas.sort_values("step").groupby("variante").tail(2)
+    g = ultimo.groupby("variante")
+    return pd.DataFrame({"grupos_sin_varianza": g["frac_reward_zero_std"].mean(),
+                         "grad_norm_media": g["grad_norm"].mean(), "grad_norm_std": g["grad_norm"].std()})"""),
+    ],
+    "comparar-e2": [
+        ("el primer y el último paso en vez de la ventana", """
+def comparar_e2(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        formato = (tabla["rewards/format_reward/mean"] + tabla["rewards/soft_format_reward/mean"]).dropna()
+        filas[variante] = {"formato_al_principio": formato.iloc[0], "formato_al_final": formato.iloc[-1]}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("sin ordenar por paso (las filas como llegan)", """
+def comparar_e2(metricas):
+    filas = {}
+    for variante, tabla in metricas.groupby("variante"):
+        formato = (tabla["rewards/format_reward/mean"] + tabla["rewards/soft_format_reward/mean"]).dropna()
+        k = max(1, round(0.2 * len(formato)))
+        filas[variante] = {"formato_al_principio": formato.head(k).mean(), "formato_al_final": formato.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("ordena por el valor del formato, no por el paso", """
+def comparar_e2(metricas):
+    filas = {}
+    for variante, tabla in metricas.groupby("variante"):
+        formato = (tabla["rewards/format_reward/mean"] + tabla["rewards/soft_format_reward/mean"]).dropna().sort_values()
+        k = max(1, round(0.2 * len(formato)))
+        filas[variante] = {"formato_al_principio": formato.head(k).mean(), "formato_al_final": formato.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("solo format_reward (olvida la suave)", """
+def comparar_e2(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        formato = tabla["rewards/format_reward/mean"].dropna()
+        k = max(1, round(0.2 * len(formato)))
+        filas[variante] = {"formato_al_principio": formato.head(k).mean(), "formato_al_final": formato.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("la ventana contada con los pasos vacíos", """
+def comparar_e2(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        k = max(1, round(0.2 * len(tabla)))
+        formato = (tabla["rewards/format_reward/mean"] + tabla["rewards/soft_format_reward/mean"]).dropna()
+        filas[variante] = {"formato_al_principio": formato.head(k).mean(), "formato_al_final": formato.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("los números de la pantalla, escritos a mano", """
+def comparar_e2(metricas):
+    return pd.DataFrame({"formato_al_principio": [0.21, 0.19], "formato_al_final": [0.52, 0.61]},
+                        index=["con corrección", "solo formato"])"""),
+    ],
+    "comparar-e3": [
+        ("la KL que falta, contada como 0", """
+def comparar_e3(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        longitud = tabla["completions/mean_length"].dropna()
+        k = max(1, round(0.2 * len(longitud)))
+        kl = tabla["kl"].fillna(0).mean() if "kl" in tabla else 0.0
+        filas[variante] = {"kl_media": kl, "longitud_al_principio": longitud.head(k).mean(),
+                           "longitud_al_final": longitud.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("supone que la columna kl siempre existe", """
+def comparar_e3(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        longitud = tabla["completions/mean_length"].dropna()
+        k = max(1, round(0.2 * len(longitud)))
+        filas[variante] = {"kl_media": tabla["kl"].mean(), "longitud_al_principio": longitud.head(k).mean(),
+                           "longitud_al_final": longitud.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("el primer y el último paso en vez de la ventana", """
+def comparar_e3(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        longitud = tabla["completions/mean_length"].dropna()
+        kl = tabla["kl"].mean() if "kl" in tabla else float("nan")
+        filas[variante] = {"kl_media": kl, "longitud_al_principio": longitud.iloc[0], "longitud_al_final": longitud.iloc[-1]}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("sin ordenar por paso (las filas como llegan)", """
+def comparar_e3(metricas):
+    filas = {}
+    for variante, tabla in metricas.groupby("variante"):
+        longitud = tabla["completions/mean_length"].dropna()
+        k = max(1, round(0.2 * len(longitud)))
+        kl = tabla["kl"].mean() if "kl" in tabla else float("nan")
+        filas[variante] = {"kl_media": kl, "longitud_al_principio": longitud.head(k).mean(),
+                           "longitud_al_final": longitud.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("la media de todos los pasos en vez de las ventanas", """
+def comparar_e3(metricas):
+    g = metricas.groupby("variante")
+    media = g["completions/mean_length"].mean()
+    kl = g["kl"].mean() if "kl" in metricas else media * float("nan")
+    return pd.DataFrame({"kl_media": kl, "longitud_al_principio": media, "longitud_al_final": media})"""),
+        ("los números de la pantalla, escritos a mano", """
+def comparar_e3(metricas):
+    nan = float("nan")
+    return pd.DataFrame({"kl_media": [nan, 0.021], "longitud_al_principio": [181.0, 176.5],
+                         "longitud_al_final": [243.2, 201.7]}, index=["beta=0", "beta=0.2"])"""),
+    ],
 }
 
 RIGHT = {
@@ -125,6 +262,41 @@ def recompensas_sin_correccion(recompensas):
 def perfil_con_beta(perfil, beta):
     import dataclasses
     return dataclasses.replace(perfil, beta=float(beta))""")],
+    "comparar-e1": [("bucles de Python, sin groupby", """
+def comparar_e1(metricas):
+    import statistics
+    filas = {}
+    for variante in sorted(set(metricas["variante"])):
+        propia = metricas[metricas["variante"] == variante]
+        cero = [x for x in propia["frac_reward_zero_std"] if x == x]
+        grad = [x for x in propia["grad_norm"] if x == x]
+        filas[variante] = {"grupos_sin_varianza": sum(cero) / len(cero), "grad_norm_media": statistics.mean(grad),
+                           "grad_norm_std": statistics.stdev(grad)}
+    return pd.DataFrame(filas).T"""),
+                    ("agg con nombres", """
+def comparar_e1(metricas):
+    return metricas.groupby("variante").agg(grupos_sin_varianza=("frac_reward_zero_std", "mean"),
+                                            grad_norm_media=("grad_norm", "mean"), grad_norm_std=("grad_norm", "std"))""")],
+    "comparar-e2": [("numpy por variante, con math para k", """
+def comparar_e2(metricas):
+    import numpy as np
+    filas = []
+    for variante in metricas["variante"].unique():
+        propia = metricas[metricas["variante"] == variante].sort_values("step")
+        formato = (propia["rewards/format_reward/mean"] + propia["rewards/soft_format_reward/mean"]).to_numpy()
+        formato = formato[~np.isnan(formato)]
+        k = max(1, int(round(len(formato) / 5)))
+        filas.append({"variante": variante, "formato_al_principio": formato[:k].mean(), "formato_al_final": formato[-k:].mean()})
+    return pd.DataFrame(filas).set_index("variante")""")],
+    "comparar-e3": [("apply por variante, con reindex de kl", """
+def comparar_e3(metricas):
+    metricas = metricas.reindex(columns=[*metricas.columns, *(["kl"] if "kl" not in metricas else [])])
+    def resumen(tabla):
+        longitud = tabla.sort_values("step")["completions/mean_length"].dropna()
+        k = max(1, round(len(longitud) * 0.2))
+        return pd.Series({"kl_media": tabla["kl"].astype(float).mean(), "longitud_al_principio": longitud[:k].mean(),
+                          "longitud_al_final": longitud[-k:].mean()})
+    return pd.DataFrame({variante: resumen(tabla) for variante, tabla in metricas.groupby("variante")}).T""")],
 }
 
 
@@ -138,13 +310,14 @@ def test_hints_and_stub_comments_name_the_concept_not_the_code(question):
     hints = re.findall(r'failure_message: "(.+?)"', "\n".join(CHECKS.tests[question]))
     assert hints and not [h for h in hints if CODE.search(h) or re.search(r"\.\w+\b|=", h)], hints
     student = json.loads((assign.STUDENT_DIR / NOTEBOOKS[question]).read_text())
-    function = {"variantes-e1": "perfil_con_grupo", "variantes-e2": "recompensas_sin_correccion",
-                "variantes-e3": "perfil_con_beta"}[question]
+    function = FUNCTIONS[question]
     cells = [cell_text(c) for c in student["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])
              and f"def {function}(" in cell_text(c)]
     assert len(cells) == 1
     comments = [line.strip() for line in cells[0].splitlines() if line.strip().startswith("#")]
     assert comments and not [c for c in comments if CODE.search(c) or re.search(r"\.\w+\b|=", c)], comments
+    pandas = re.compile(r"groupby|sort_values|head\(|tail\(|dropna|from_dict|\bmean\(|\bstd\(|\biloc\b|\bloc\[")
+    assert not [h for h in hints + comments if pandas.search(h)], (hints, comments)
 
 
 @pytest.mark.parametrize("question", sorted(NOTEBOOKS))
@@ -154,7 +327,8 @@ def test_no_check_prints_what_it_expects(question):
         for message in re.findall(r'f"([^"]*)"', code):
             fields = re.findall(r"\{([^}]*)\}", message)
             assert all(re.fullmatch(r"G|beta|base\.name|lista|list\(tuya\)|donde|otros|micro|lote|lote // G|"
-                                    r"tuyo\.\w+", f) for f in fields), (question, message)
+                                    r"tuyo\.\w+|variantes|v!r|columna|faltan|list\(tuya\.(index|columns)\)|"
+                                    r"type\(tuya\)\.__name__", f) for f in fields), (question, message)
 
 
 @pytest.mark.notebook  # executes each untouched student notebook in a kernel (nothing trains: every run is guarded)

@@ -386,7 +386,7 @@ def test_e1_rows_on_synthetic_runs(tmp_path):
     rows = ex.e1_rows(runs)
     small_row, large_row = rows
     assert small_row["reward_spread"] > large_row["reward_spread"]  # noisier curve, larger spread
-    assert small_row["zero_std_share"] == pytest.approx(0.2) and large_row["zero_std_share"] == pytest.approx(0.05)
+    assert not {"zero_std_share", "grad_norm_mean", "grad_norm_std"} & set(small_row)  # the student's comparar_e1
     assert small_row["seconds_per_step"] == pytest.approx(1.0) and large_row["seconds_per_step"] == pytest.approx(4.0)
     assert small_row["threshold"] == large_row["threshold"]
     rewards = [r.series("reward") for r in runs]
@@ -418,7 +418,7 @@ def test_e2_rows_use_the_diagnostics_detector(tmp_path):
     assert by["solo formato"]["finding"].key == "format_hacking"
     assert by["solo formato"]["hacking"] is True
     assert by["receta"]["hacking"] is False
-    assert by["solo formato"]["format_last"] > by["solo formato"]["format_first"]
+    assert not {"format_first", "format_last"} & set(by["receta"])  # the student's comparar_e2
     assert by["solo formato"]["correctness_reward_first"] is None  # not a reward in E2
     assert by["receta"]["correctness_reward_last"] > by["receta"]["correctness_reward_first"]
     assert by["solo formato"]["trained_accuracy"] < by["solo formato"]["base_accuracy"]
@@ -456,8 +456,9 @@ def test_e3_rows_measure_text_and_read_kl(tmp_path):
     base, zero, high = rows
     assert base["label"] == "modelo base (antes de GRPO)"
     assert base["eval_length"] == pytest.approx(30.0) and base["repetition"] == 0.0
-    assert zero["beta"] == 0.0 and zero["kl_logged_mean"] is None  # TRL logs no KL with beta = 0
-    assert high["kl_logged_mean"] == pytest.approx(ex.mean_std(runs[1].series("kl").values)[0])
+    assert zero["beta"] == 0.0 and zero["kl_logged_last"] is None  # TRL logs no KL with beta = 0
+    assert high["kl_logged_last"] == pytest.approx(runs[1].series("kl").values[-1])
+    assert not {"kl_logged_mean", "length_first", "length_last"} & set(high)  # the student's comparar_e3
     assert zero["repetition"] > high["repetition"]
     assert zero["distinct_2"] < high["distinct_2"]
     assert zero["samples"] == 2 and zero["eval_length"] == pytest.approx(11.0)

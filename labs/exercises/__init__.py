@@ -31,18 +31,18 @@ keeps working in the notebooks):
 
 - ``variant``: what one variant is (``Variant``) and the checks on a list of them;
 - ``variants``: what the course decides (the G and betas compared, the budgets, the shared reference run, the
-  planned runs for hours and practice tables), ``settings_table``;
+  planned runs for hours and disk), ``settings_table``;
 - ``student``: the variants as the student builds them in each notebook (``perfil_con_grupo``,
   ``recompensas_sin_correccion``, ``perfil_con_beta``), saved for ``python -m labs sweep`` and read back;
 - ``sweep``: running the variants one after another (``run_sweep``) and ``python -m labs sweep E1|E2|E3``;
 - ``child``: one child process of a sweep (start, output, stop, why it failed);
-- ``runs``: reading a run folder (``load_run``), its logged completions and the gold answers;
+- ``runs``: reading a run folder (``load_run``), its logged completions and the gold answers, and the runs' metrics
+  as one table (``metrics_frame``), what the student's comparison in each notebook reads;
 - ``curves``: statistics of one curve (spread, threshold, steps and seconds to reach it);
-- ``e1``, ``e2``, ``e3``: each exercise's comparison rows and table columns;
+- ``e1``, ``e2``, ``e3``: the course's side of each exercise's comparison (rows and table columns; the student's
+  ``comparar_e1`` ... computes the rest from ``metrics_frame``);
 - ``fluency_measures``: repetition, distinct-n, and a model's log-probabilities (perplexity, KL estimate) for E3;
 - ``plots``: tables and figures for the notebooks;
-- ``practice``: the metrics table the student's comparison code reads, a small practice table built from the
-  variant definitions for the instant check, and the check against ``e1_rows``/``e2_rows``/``e3_rows``.
 """
 
 from __future__ import annotations
@@ -80,14 +80,6 @@ from labs.exercises.fluency_measures import (
     repetition_rate,
     words,
 )
-from labs.exercises.practice import (
-    COMPARISON_COLUMNS,
-    check_comparison,
-    check_table,
-    course_rows,
-    metrics_frame,
-    practice_runs,
-)
 from labs.exercises.plots import COLORS, FIGURES_DIR, figure_path, fmt, plot_bars, plot_series, table
 from labs.exercises.runs import (
     RunData,
@@ -98,6 +90,7 @@ from labs.exercises.runs import (
     load_run,
     load_runs,
     logged_completions,
+    metrics_frame,
     user_question,
 )
 from labs.exercises.student import (
@@ -141,7 +134,7 @@ from labs.exercises.variants import (
 )
 
 __all__ = [
-    "COMPARISON_COLUMNS", "check_comparison", "check_table", "course_rows", "metrics_frame", "practice_runs",
+    "metrics_frame",
     "BUDGETS", "EXERCISE_HOURS", "budget_steps", "planned_hours", "planned_hours_es", "recorded_budget", "save_budget",
     "COLORS", "DEFAULT_FLUENCY_SAMPLES", "E1_COLUMNS", "E2_COLUMNS", "PLANNED_E2_REWARDS", "E3_BETAS", "E3_BETAS_BY_PROFILE",
     "E3_COLUMNS", "FIGURES_DIR", "FLUENCY_SAMPLES", "GROUP_SIZES", "LESSON_GROUP_SIZES", "REPETITION_N",

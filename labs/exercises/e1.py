@@ -1,10 +1,10 @@
-"""E1, group size: the numbers that compare runs with G small and G large.
+"""E1, group size: the course's numbers that compare runs with G small and G large.
 
-The spread of the reward curve around its trend, the share of groups whose G rewards were all equal
-(``frac_reward_zero_std``: no advantage, no signal), the mean and spread of ``grad_norm``, the steps (and
-seconds) until the smoothed reward first reaches a shared threshold, the seconds per step
-(``step_time``), and from the logged completions the standard error of each group's baseline, s/sqrt(G)
-(lesson L6: a larger group estimates the baseline better).
+The spread of the reward curve around its trend, the steps (and seconds) until the smoothed reward first
+reaches a shared threshold, the seconds per step (``step_time``), and from the logged completions the standard
+error of each group's baseline, s/sqrt(G) (lesson L6: a larger group estimates the baseline better). The share of
+groups without variance (``frac_reward_zero_std``) and the mean and spread of ``grad_norm`` are the student's
+table (``comparar_e1``).
 """
 
 from __future__ import annotations
@@ -55,11 +55,8 @@ def e1_rows(runs: Sequence[RunData], threshold: float | None = None) -> list[dic
         threshold = shared_threshold([s.values for s in rewards if s is not None])
     out = []
     for run, reward in zip(runs, rewards):
-        grad = run.series("grad_norm")
-        zero = run.series(dg.ZERO_STD)
         step_time = run.series("step_time")
         gen = run.series("course/generation_seconds")
-        grad_mean, grad_std = mean_std(grad.values if grad is not None else [])
         reached = steps_to_threshold(reward.values, reward.steps, threshold) if reward is not None else None
         groups = group_statistics(run)
         out.append(
@@ -70,9 +67,6 @@ def e1_rows(runs: Sequence[RunData], threshold: float | None = None) -> list[dic
                 "reward_first": stats.trend(reward.values, reward.steps)["first_mean"] if reward is not None else None,
                 "reward_last": stats.trend(reward.values, reward.steps)["last_mean"] if reward is not None else None,
                 "reward_spread": curve_spread(reward.values, reward.steps) if reward is not None else None,
-                "zero_std_share": mean_std(zero.values)[0] if zero is not None else None,
-                "grad_norm_mean": grad_mean,
-                "grad_norm_std": grad_std,
                 "threshold": threshold,
                 "steps_to_threshold": reached,
                 "seconds_to_threshold": seconds_until(run, reached),
@@ -94,9 +88,6 @@ E1_COLUMNS = {
     "reward_first": "recompensa al principio",
     "reward_last": "recompensa al final",
     "reward_spread": "dispersión de la curva (std de residuos)",
-    "zero_std_share": "grupos sin varianza (media)",
-    "grad_norm_mean": "grad_norm media",
-    "grad_norm_std": "grad_norm std",
     "steps_to_threshold": "pasos hasta el umbral",
     "seconds_to_threshold": "segundos hasta el umbral",
     "seconds_per_step": "segundos por paso",

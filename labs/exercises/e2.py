@@ -48,25 +48,22 @@ def training_correctness(run: RunData, golds: dict[str, str] | None = None) -> l
 
 
 def e2_rows(runs: Sequence[RunData], golds: dict[str, str] | None = None) -> list[dict]:
-    """E2's comparison: format reward, correctness while training (scored afterwards) and on the holdout."""
+    """The course's side of E2's comparison: correctness while training (scored afterwards) and on the holdout,
+    and the hacking verdict. The format reward at the start and at the end is the student's table (``comparar_e2``)."""
     out = []
     for run in runs:
-        fmt = dg.format_series(run.metrics)
         corr = dg.correctness_series(run.metrics)
         offline = training_correctness(run, golds)
         acc = [r["accuracy"] for r in offline]
         steps = [r["step"] for r in offline]
         s = run.summary or {}
         finding = dg.detect_format_hacking(run.metrics, run.summary)
-        fmt_first, fmt_last = edges(fmt.values, fmt.steps) if fmt is not None else (None, None)
         corr_first, corr_last = edges(corr.values, corr.steps) if corr is not None else (None, None)
         acc_first, acc_last = edges(acc, steps) if acc else (None, None)
         out.append(
             {
                 "label": run.label,
                 "rewards": ", ".join(run.reward_names),
-                "format_first": fmt_first,
-                "format_last": fmt_last,
                 "correctness_reward_first": corr_first,
                 "correctness_reward_last": corr_last,
                 "train_accuracy_first": acc_first,
@@ -89,8 +86,6 @@ def e2_rows(runs: Sequence[RunData], golds: dict[str, str] | None = None) -> lis
 E2_COLUMNS = {
     "label": "variante",
     "rewards": "recompensas",
-    "format_first": "formato (recompensa) al principio",
-    "format_last": "formato (recompensa) al final",
     "correctness_reward_first": "corrección (recompensa) al principio",
     "correctness_reward_last": "corrección (recompensa) al final",
     "train_accuracy_first": "aciertos en entrenamiento al principio",

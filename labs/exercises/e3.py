@@ -1,4 +1,6 @@
-"""E3, KL weight: the logged KL, completion length and fluency of runs with different ``beta``.
+"""E3, KL weight: the course's side of the comparison of runs with different ``beta`` (the last logged KL, the
+measured KL, the holdout's length and fluency; the mean logged KL and the training length are the student's table,
+``comparar_e3``).
 
 Fluency is measured on the holdout completions: repetition inside an answer, distinct-1 and distinct-2
 across answers, and the perplexity of the base (reference) model on them. TRL logs no KL when beta = 0,
@@ -14,7 +16,6 @@ import numpy as np
 
 from labs.core import diagnostics as dg
 from labs.core.profiles import Profile
-from labs.exercises.curves import edges, mean_std
 from labs.exercises.fluency_measures import REPETITION_N, LogProbScorer, fluency, kl_estimate, perplexity
 from labs.exercises.runs import RunData, eval_pairs, last_step_samples
 
@@ -45,8 +46,7 @@ def e3_rows(runs: Sequence[RunData], samples: int, measure_model: bool = True) -
         base_records = base_run.eval_records("base")
         row = {"label": "modelo base (antes de GRPO)", "beta": None, **fluency(texts)}
         row.update(
-            kl_logged_mean=None, kl_logged_last=None, kl_measured=None,
-            length_first=None, length_last=None,
+            kl_logged_last=None, kl_measured=None,
             eval_length=float(np.mean([r["length"] for r in base_records])) if base_records else None,
             accuracy=(base_run.summary or {}).get("base_accuracy"),
             samples=len(texts),
@@ -57,11 +57,8 @@ def e3_rows(runs: Sequence[RunData], samples: int, measure_model: bool = True) -
         pairs = eval_pairs(run, "trained", samples)
         texts = [c for _, c in pairs]
         kl = run.series(dg.KL)
-        length = run.series(dg.LENGTH)
         trained = run.eval_records("trained")
-        kl_mean = mean_std(kl.values)[0] if kl is not None else None
         kl_last = float(kl.values[np.isfinite(kl.values)][-1]) if kl is not None and kl.n_finite else None
-        length_first, length_last = edges(length.values, length.steps) if length is not None else (None, None)
         measured = None
         if reference is not None and (run.root / "model").is_dir():
             policy = LogProbScorer(str(run.root / "model"), device=reference.device, tokenizer=reference.tokenizer)
@@ -71,11 +68,8 @@ def e3_rows(runs: Sequence[RunData], samples: int, measure_model: bool = True) -
             "label": run.label,
             "beta": (run.record.get("profile") or {}).get("beta"),
             **fluency(texts),
-            "kl_logged_mean": kl_mean,
             "kl_logged_last": kl_last,
             "kl_measured": measured,
-            "length_first": length_first,
-            "length_last": length_last,
             "eval_length": float(np.mean([r["length"] for r in trained])) if trained else None,
             "accuracy": (run.summary or {}).get("trained_accuracy"),
             "samples": len(texts),
@@ -95,11 +89,8 @@ def _perplexity_columns(reference: LogProbScorer | None, pairs) -> dict:
 E3_COLUMNS = {
     "label": "variante",
     "beta": "beta",
-    "kl_logged_mean": "KL registrada (media)",
     "kl_logged_last": "KL registrada (último paso)",
     "kl_measured": "KL medida aquí (k3, último paso)",
-    "length_first": "longitud al principio (tokens)",
-    "length_last": "longitud al final (tokens)",
     "eval_length": "longitud en el holdout (tokens)",
     "repetition": f"repetición ({REPETITION_N}-gramas)",
     "distinct_1": "distinct-1",

@@ -1,5 +1,6 @@
 """What an exercise reads from a run folder: metrics, run.json, the holdout's records and the logged
-training completions (TRL's per-step parquet files), plus the gold answers to score them with."""
+training completions (TRL's per-step parquet files), plus the gold answers to score them with; and
+``metrics_frame``, the runs' metrics as the one table the student's comparison (``comparar_e1`` ...) reads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labs.core import diagnostics as dg
+from labs.core import metrics as mt
 from labs.core.paths import runs_dir
 from labs.core.runfolder import EVAL_BASE, EVAL_SUMMARY, EVAL_TRAINED, RUN_JSON, RunFolder, read_json, read_jsonl
 from labs.exercises.variant import Variant
@@ -147,3 +149,17 @@ def last_step_samples(run: RunData, limit: int | None = None) -> list[tuple]:
     last = max(r["step"] for r in rows)
     picked = [(r["prompt"], r["text"]) for r in rows if r["step"] == last and r["text"]]
     return picked[:limit] if limit is not None else picked
+
+
+def metrics_frame(runs: Sequence[RunData]):
+    """All runs' metrics in one DataFrame: columns ``variante``, ``step`` and every logged key (one row per run and
+    step, merged as ``labs.core.metrics.merged_rows`` merges TRL's rows)."""
+    import pandas as pd
+
+    rows = [{"variante": run.label, "step": step, **{k: v for k, v in row.items() if k != "step"}}
+            for run in runs for step, row in mt.merged_rows(run.metrics)]
+    frame = pd.DataFrame(rows)
+    if "variante" not in frame:
+        frame = pd.DataFrame(columns=["variante", "step"])
+    cols = ["variante", "step"] + [c for c in frame.columns if c not in ("variante", "step")]
+    return frame[cols]

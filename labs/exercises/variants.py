@@ -1,5 +1,5 @@
 """What the course decides about E1-E3's runs: the values compared (G, beta), the budgets, the shared reference
-run, and the plan of the runs (``planned_variants``: hours, disk, practice tables). The variants' settings
+run, and the plan of the runs (``planned_variants``: hours, disk). The variants' settings
 that train are the student's, built in each notebook (``labs.exercises.student``).
 
 Run names carry the profile name; a variant whose settings are identical to the reference recipe
@@ -42,7 +42,7 @@ E3_BETAS = (0.0, 0.2)  # the lesson: "sube beta a 0.2 y bájalo a 0.0", against 
 # On ci, beta = 0 (no reference model, no logged KL) and the recipe's beta already run every code path;
 # a third smoke run would only add minutes.
 E3_BETAS_BY_PROFILE: dict[str, tuple[float, ...]] = {"ci": (0.0,)}
-# The planned E2 run's rewards (route, rehearsal, practice table); the trained one is the student's list.
+# The planned E2 run's rewards (route, rehearsal); the trained one is the student's list.
 PLANNED_E2_REWARDS = ("format_reward", "soft_format_reward")
 
 
@@ -193,7 +193,7 @@ def group_sizes(profile: Profile) -> tuple[int, int]:
 
 
 def _planned_group_settings(profile: Profile, g: int) -> dict:
-    """For the plan only (hours, disk, the practice table): G = ``g`` with the same prompts per step. The
+    """For the plan only (hours, disk): G = ``g`` with the same prompts per step. The
     batch split the runs train with is the student's (E1's ``perfil_con_grupo``, ``labs.exercises.student``)."""
     completions = profile.prompts_per_step * g
     micro = profile.per_device_train_batch_size if completions % profile.per_device_train_batch_size == 0 else 1
@@ -203,7 +203,7 @@ def _planned_group_settings(profile: Profile, g: int) -> dict:
 def planned_variants(exercise: str, profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> list[Variant]:
     """The runs the course plans for an exercise (their names, G, beta, rewards), before the student builds them.
 
-    What the route, the rehearsal's estimates and the notebooks' practice tables use; what the sweep trains is
+    What the route and the rehearsal's estimates use; what the sweep trains is
     the student's (``labs.exercises.student``), saved from the exercise's notebook.
     """
     profile = resolve_profile(profile)
