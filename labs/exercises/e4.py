@@ -1,7 +1,7 @@
 """E4, your own reward: a student's function trained in the L7.1 recipe and graded for C2b level 4.
 
-The student writes a reward function in a file, checks it against ``rewards.examples`` and trains with
-it beside the lesson's three (``reward_functions([..., "mi_recompensa.py:funcion"])``). Each version of
+The student writes a reward function in a file, checks it against ``rewards.examples`` (scored as TRL scores
+its output: ``trl_rewards``) and trains with it beside the lesson's three (``reward_functions([..., "mi_recompensa.py:funcion"])``). Each version of
 the function gets its own run folder (``run_name``: the name carries a hash of the source), so editing
 the function and running again trains anew instead of reusing a run made with the old version. Level 4
 asks for a comparison run where the format-hacking detector fires: the E2 run (format only) is that
@@ -12,7 +12,9 @@ submission (``labs.grading.level4_evidence``), so the E4 run counts beside a lon
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+from functools import wraps
 from pathlib import Path
 
 from labs.core.paths import REPO_ROOT, runs_dir
@@ -24,6 +26,62 @@ from rewards import REWARD_NAMES
 from rewards.own import describe_reward_functions
 
 LAB = "E4"
+EXERCISE = "«escribe tu función» (sección 1 de E4)"
+# A tiny batch as TRL passes it (conversational completions, the data set's columns by keyword): the probe of
+# ``recompensa_hecha``.
+PROBE = {"prompts": [[{"role": "user", "content": "¿Cuánto es 48 + 24?"}]] * 2,
+         "completions": [[{"role": "assistant", "content": "<think>48 + 24 = 72</think>\n<answer>72</answer>"}],
+                         [{"role": "assistant", "content": "<think>Vamos a pensarlo.</think>\n<answer>72</answer>"}]],
+         "answer": ["72", "72"], "id": ["sonda-1", "sonda-1"]}
+
+
+def trl_rewards(func, completions, **columns) -> list[float]:
+    """What GRPOTrainer makes of one call of ``func``: its output turned into one reward per completion as TRL turns
+    it (``labs.training.reward_outputs``: any iterable of numbers, a tuple, a numpy array, None for "not
+    applicable"), None and NaN as 0.0, since TRL sums the functions ignoring them. ValueError (Spanish) where TRL
+    could not use the output (one value for the batch, a dict, text, another length) or it holds an infinity."""
+    from labs.training.reward_outputs import reward_output_problem, trl_reward_tensor
+
+    name = getattr(func, "__name__", repr(func))
+    output = func(completions=completions, **columns)
+    try:
+        output = list(output)  # TRL iterates the output once: a generator is read here, once
+    except TypeError:
+        pass
+    problem = reward_output_problem(name, output, len(completions))
+    if problem:
+        raise ValueError(problem)
+    return [0.0 if math.isnan(v) else v for v in trl_reward_tensor(name, output, len(completions)).tolist()]
+
+
+def as_trl_rewards(func):
+    """``func`` returning what ``trl_rewards`` makes of its output: for ``rewards.examples.score_table``, which reads
+    plain lists, so that a function TRL accepts (a tuple, a numpy array, None) is scored as TRL would score it."""
+
+    @wraps(func)
+    def rewards(completions, **columns):
+        return trl_rewards(func, completions, **columns)
+
+    return rewards
+
+
+def recompensa_hecha(func) -> bool:
+    """True when the student's reward answers TRL's call on a tiny batch with rewards TRL can use; otherwise say in
+    Spanish which exercise to finish (as ``labs.exercises.ejercicios_hechos`` does for E1-E3) and return False."""
+    name = getattr(func, "__name__", repr(func))
+    try:
+        if func(**PROBE) is None:
+            line = f"`{name}` aún no está escrita (devuelve None): termina el ejercicio {EXERCISE}."
+        else:
+            trl_rewards(func, **PROBE)
+            line = None
+    except Exception as error:  # a written but failing function: which, and the error in one line
+        line = f"`{name}` falla ({type(error).__name__}: {error}): revisa el ejercicio {EXERCISE}."
+    if line:
+        print("Esta celda usa tu función de recompensa, que aún no funciona, así que no hace nada todavía:")
+        print("  - " + line)
+        print("Termina ese ejercicio (su grader.check debe pasar) y vuelve a ejecutar esta celda.")
+    return line is None
 
 
 def own_functions(funcs) -> list[dict]:
