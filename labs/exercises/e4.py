@@ -1,12 +1,12 @@
 """E4, your own reward: a student's function trained in the L7.1 recipe and graded for C2b level 4.
 
 The student writes a reward function in a file, checks it against ``rewards.examples`` (scored as TRL scores
-its output: ``trl_rewards``) and trains with it beside the lesson's three (``reward_functions([..., "mi_recompensa.py:funcion"])``). Each version of
-the function gets its own run folder (``run_name``: the name carries a hash of the source), so editing
-the function and running again trains anew instead of reusing a run made with the old version. Level 4
-asks for a comparison run where the format-hacking detector fires: the E2 run (format only) is that
-comparison when it exists (``comparison_runs``). The grader finds the evidence in any finished run of the
-submission (``labs.grading.level4_evidence``), so the E4 run counts beside a longer L7.1 main run.
+its output: ``trl_rewards``) and trains with it beside the lesson's three
+(``reward_functions([..., "mi_recompensa.py:funcion"])``). Each version of the function gets its own run folder
+(``run_name``: the name carries a hash of the source), so editing the function and running again trains anew
+instead of reusing a run made with the old version. Level 4 asks for a comparison run where the format-hacking
+detector fires (the E2 run, format only). The grader finds the evidence in any finished run of the submission
+(``labs.grading.level4_evidence``), so the E4 run counts beside a longer L7.1 main run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from labs.core.paths import REPO_ROOT, runs_dir
 from labs.core.profiles import Profile, student_command
 from labs.core.runfolder import RunFolder
 from labs.exercises.sweep import SweepError, format_value
-from labs.exercises.variants import base_overrides, is_smoke_test, planned_variants
+from labs.exercises.variants import base_overrides, is_smoke_test
 from rewards import REWARD_NAMES
 from rewards.own import describe_reward_functions
 
@@ -122,13 +122,6 @@ def run_name(profile: Profile, funcs) -> str:
         )
     digest = hashlib.sha256("".join(r["source_sha256"] or r["name"] for r in own).encode()).hexdigest()
     return f"e4-{profile.name}-{digest[:8]}"
-
-
-def comparison_runs(profile: Profile, runs_root=None) -> list[Path]:
-    """The E2 run of this profile (format only, no correctness) if it exists: level 4's comparison."""
-    root = Path(runs_root) if runs_root is not None else runs_dir()
-    names = [v.name for v in planned_variants("E2", profile, runs_root) if v.lab == "E2"]
-    return [root / n for n in names if (root / n / "run.json").exists()]
 
 
 def grade_lines(grade) -> list[str]:
