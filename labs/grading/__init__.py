@@ -18,7 +18,8 @@ justification are in ``RUBRIC.md`` beside this file.
 
 Modules: ``inputs`` (safe reading), ``submissions`` (class folders and zips), ``holdout`` (pairing the
 evaluation), ``criteria`` (the four criteria), ``grade`` (a run or submission, level), ``figures``,
-``report`` (Markdown, CSV), ``cli`` (front doors), ``selfcheck`` (the rubric notebook's helpers).
+``report`` (Markdown, CSV), ``cli`` (front doors), ``selfcheck`` (the rubric notebook's helpers), ``written`` (the
+student's written answers and E1-E3's predictions, told apart from the template).
 """
 
 from .cli import grade_class, grade_one, main
