@@ -50,6 +50,9 @@ def _code_names(code) -> set[str]:
 def _collect(func, imports: dict, constants: dict, helpers: dict, exclude: set) -> None:
     """The imports, constants and helper functions ``func`` reads from its module, for a file of its own."""
     space = getattr(func, "__globals__", {})
+    if func.__code__.co_freevars:
+        raise ValueError(f"Tu función {func.__name__} usa variables de la función que la contiene "
+                         f"({', '.join(func.__code__.co_freevars)}): defínela en su propia celda, fuera de otra función.")
     for name in sorted(_code_names(func.__code__)):
         if name not in space or name in helpers or name in exclude or name in constants or name in imports:
             continue
@@ -104,7 +107,9 @@ def _listed(path: Path) -> list[str]:
                 names = ast.literal_eval(node.value)
                 if isinstance(names, list) and names and all(n in REWARD_NAMES for n in names):
                     return names
-    except (SyntaxError, ValueError, UnicodeDecodeError):
+    except SyntaxError as exc:
+        raise OwnRewardError(f"{path} no es Python válido (línea {exc.lineno}: {exc.msg}).") from None
+    except (ValueError, UnicodeDecodeError):
         pass
     raise OwnRewardError(f"{path} no tiene una lista FUNCIONES con nombres de la lección ({', '.join(REWARD_NAMES)}).")
 
