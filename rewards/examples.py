@@ -61,8 +61,13 @@ def score_table(funcs, examples=EXAMPLES, gold: str = GOLD) -> list[dict]:
             values = func(completions=completions, answer=[gold] * len(completions))
         except Exception as exc:
             raise ValueError(f"La función de recompensa {name} lanzó {type(exc).__name__}: {exc}") from exc
-        if not isinstance(values, (list, tuple)) or len(values) != len(completions):
-            got = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
+        kind = type(values).__name__
+        try:  # TRL takes any iterable of one number (or None) per completion: a list, a tuple, an array, a generator
+            values = None if isinstance(values, (str, bytes, dict)) else list(values)
+        except TypeError:
+            values = None
+        if values is None or len(values) != len(completions):
+            got = len(values) if values is not None else kind
             raise ValueError(
                 f"La función de recompensa {name} debe devolver una lista con un número por completion "
                 f"({len(completions)}); devolvió {got}."

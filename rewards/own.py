@@ -28,6 +28,7 @@ __all__ = ["OwnRewardError", "describe_reward_functions", "is_spec", "load_rewar
 
 # run.json keeps the function's source for the instructor to read; longer sources are cut here.
 MAX_SOURCE_CHARS = 20_000
+COURSE_MODULE = "rewards.functions"  # where the course's own functions live
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -143,7 +144,8 @@ def _source(func) -> str | None:
 def describe_reward_functions(funcs, course=()) -> list[dict]:
     """What ``run.json`` records about each reward function (``course``: the course's own names).
 
-    Course functions: ``{"name", "module", "own": False}``. The student's: also the file it came from,
+    Course functions: ``{"name", "module", "own": False}``. The student's (a name outside ``course``, or a course
+    name defined outside ``rewards.functions``: L7.1's saved rewrites of the lesson's three): also the file it came from,
     the SHA-256 of the function's source (``source_sha256``) and the source itself (cut at
     ``MAX_SOURCE_CHARS``), so the instructor reads what trained the run.
     """
@@ -151,7 +153,7 @@ def describe_reward_functions(funcs, course=()) -> list[dict]:
     for func in funcs:
         name = getattr(func, "__name__", repr(func))
         module = getattr(func, "__module__", None)
-        record = {"name": name, "module": module, "own": name not in course}
+        record = {"name": name, "module": module, "own": name not in course or module != COURSE_MODULE}
         if record["own"]:
             source = _source(func)
             try:

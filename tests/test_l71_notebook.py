@@ -64,12 +64,12 @@ def test_the_notebooks_settings_reach_the_terminal_and_a_finished_run_says_fresh
 
     for name in ("l71-ci", "e1-ci"):  # finished: the command returns at once, it trains nothing
         make_run(runs, name, metrics=history(2), max_steps=2, profile="ci", verdicts=paired_verdicts(*GOOD_HOLDOUT))
-    _save_settings(get_profile("ci"), tmp_path, learning_rate=4e-5)
+    _save_settings(get_profile("ci"), tmp_path, learning_rate=1.5e-5)
     saved = capsys.readouterr().out
     assert "ya terminó" in saved and "python -m labs l71 --fresh" in saved  # the edit cannot apply (ci is the profile in use: not named)
     assert main(["--profile", "ci"]) == 0
     out = capsys.readouterr().out
-    assert "[ajustes] Uso tus ajustes del cuaderno L7.1" in out and "learning_rate=4e-05" in out
+    assert "[ajustes] Uso tus ajustes del cuaderno L7.1" in out and "learning_rate=1.5e-05" in out
     assert "ya terminó" in out and "--fresh" in out
     for argv in (["--profile", "ci", "--sin-ajustes"], ["--profile", "ci", "--lab", "E1"]):  # E1-E3 reuse this door
         assert main(argv) == 0

@@ -35,11 +35,11 @@ def test_rest_of_recipe_and_knobs_make_the_recipes_config(tmp_path):
 def test_saved_knobs_come_back_as_overrides(runs, tmp_path):
     profile = get_profile("ci")
     lines = []
-    path = settings.save(config(profile, tmp_path, learning_rate=3e-5, beta=0.1), profile, echo=lines.append)
+    path = settings.save(config(profile, tmp_path, learning_rate=1.5e-5, beta=0.1), profile, echo=lines.append)
     assert path == runs / "_ajustes" / "l71-ci.json"
-    assert "learning_rate=3e-05 (perfil: " in lines[0] and "python -m labs l71" in lines[1] and "--profile" not in lines[1]
+    assert "learning_rate=1.5e-05 (perfil: " in lines[0] and "python -m labs l71" in lines[1] and "--profile" not in lines[1]
     overrides, source = settings.load(profile, echo=lines.append)
-    assert overrides == {"learning_rate": 3e-5, "beta": 0.1}
+    assert overrides == {"learning_rate": 1.5e-5, "beta": 0.1}
     assert source["file"] == str(path) and source["values"] == overrides and source["source"] == settings.SOURCE
     assert "[ajustes] Uso tus ajustes" in lines[-1]
     assert settings.load(get_profile("cpu")) == ({}, None)  # one file per profile
@@ -73,4 +73,65 @@ def test_a_bad_file_is_refused_in_spanish_and_left_alone(runs, content, expected
     path.write_text(content)
     with pytest.raises(ValueError, match=expected):
         settings.load(get_profile("ci"))
+    assert path.read_text() == content
+
+
+# --- the lesson's rules for the values the student chooses (labs.l71.settings.problems)
+
+from labs.core.profiles import PROFILES  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_keeps_the_lessons_rules(name):
+    assert settings.problems({}, get_profile(name)) == {}
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_the_notebooks_batch_demo_breaks_the_rule_on_every_profile(name):
+    from labs.training.preflight import PreflightError, preflight
+
+    profile = get_profile(name)
+    broken = settings.broken_batch(profile)
+    assert set(settings.problems(broken, profile)) == {"per_device_train_batch_size"}
+    with pytest.raises(PreflightError, match="no es múltiplo de num_generations"):
+        preflight(profile.replace(**broken), None, columns=("prompt", "answer", "id"))
+
+
+def test_the_old_demo_showed_nothing_on_the_5090():
+    """Why the demo computes its batch: num_generations + 2 fills whole groups on rtx5090 (10 x 4 = 40, five of 8)."""
+    profile = get_profile("rtx5090")
+    assert settings.problems({"per_device_train_batch_size": profile.num_generations + 2}, profile) == {}
+
+
+@pytest.mark.parametrize("name, values, knob", [
+    ("ci", {"per_device_train_batch_size": 6}, "per_device_train_batch_size"),
+    ("ci", {"num_generations": 1, "per_device_train_batch_size": 1}, "num_generations"),
+    ("ci", {"learning_rate": 2e-4}, "learning_rate"),  # the SFT rate
+    ("rtx5090", {"learning_rate": 1e-6}, "learning_rate"),  # the lesson's full-weights rate, on LoRA
+    ("cpu", {"learning_rate": 5e-5}, "learning_rate"),
+    ("ci", {"beta": 0.0}, "beta"),
+    ("ci", {"beta": 2.0}, "beta"),
+    ("ci", {"max_completion_length": 8}, "max_completion_length"),
+    ("cpu", {"max_completion_length": 1024}, "max_completion_length"),
+    ("rtx5090", {"max_completion_length": 4096}, "max_completion_length"),  # the VRAM plan does not fit
+    ("ci", {"logging_steps": 2, "max_steps": 3}, "logging_steps"),
+    ("ci", {"max_steps": 2.5}, "max_steps"),
+])
+def test_a_value_that_breaks_a_rule_gets_the_reason(name, values, knob):
+    found = settings.problems(values, get_profile(name))
+    assert knob in found and found[knob]
+    assert "por ejemplo" not in found[knob] and f"{knob}=" not in found[knob]  # the reason, never the value to type
+
+
+def test_a_value_outside_a_rule_is_not_saved_and_a_saved_one_is_refused_at_load(runs, tmp_path):
+    profile = get_profile("ci")
+    with pytest.raises(ValueError, match="learning_rate: El perfil ci entrena todos los pesos"):
+        settings.save(config(profile, tmp_path, learning_rate=2e-4), profile, echo=lambda _: None)
+    assert not settings.settings_path(profile).exists()  # nothing written
+    path = settings.settings_path(profile)
+    path.parent.mkdir(parents=True)
+    content = json.dumps({"values": {"beta": 0.0}})
+    path.write_text(content)
+    with pytest.raises(ValueError, match="rompen reglas de la lección(.|\n)*beta: (.|\n)*--sin-ajustes"):
+        settings.load(profile)
     assert path.read_text() == content

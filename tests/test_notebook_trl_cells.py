@@ -44,7 +44,7 @@ def calls(source: str, name: str) -> list[ast.Call]:
     return out
 
 
-def test_l71_config_cell_writes_the_lessons_knobs_from_the_profile_only():
+def test_l71_config_cell_writes_the_lessons_knobs_by_name_and_the_rest_from_the_recipe():
     from labs.l71 import settings
 
     source = cell("L7_1_grpo_trl_vllm.ipynb", "def mi_config(")
@@ -52,18 +52,15 @@ def test_l71_config_cell_writes_the_lessons_knobs_from_the_profile_only():
     shown = [kw.arg for kw in config.keywords if kw.arg]
     assert sorted(shown) == sorted(settings.LESSON_KNOBS)  # every lesson knob, once, and nothing else by name
     assert "max_prompt_length" not in source
-    for kw in config.keywords:
-        value = kw.value
-        if kw.arg is None:  # the rest of the recipe, unpacked: output, device, logging, vLLM
-            assert ast.unparse(value) == "settings.rest_of_recipe(p, output_dir)"
-            continue
-        # p.<the same name>: the profile's value, never a literal copy
-        assert isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name), kw.arg
-        assert (value.value.id, value.attr) == ("p", kw.arg), ast.unparse(kw)
+    (rest,) = [kw.value for kw in config.keywords if kw.arg is None]  # output, device, logging, vLLM: the recipe's
+    assert ast.unparse(rest) == "settings.rest_of_recipe(p, output_dir)"
+    # the student chooses the values: they are not the profile's fields copied one by one
+    copied = [kw.arg for kw in config.keywords if kw.arg and ast.unparse(kw.value) == f"p.{kw.arg}"]
+    assert len(copied) < len(settings.LESSON_KNOBS) // 2, copied
 
 
-@pytest.mark.parametrize("changes", [{}, {"learning_rate": 3e-6, "beta": 0.1, "max_steps": 7}])
-def test_l71_config_cell_builds_the_recipes_config_and_saves_it(changes, tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", ["ci", "cpu"])
+def test_l71_config_cell_saves_the_chosen_values_which_keep_the_lessons_rules(name, tmp_path, monkeypatch):
     from IPython.display import Markdown
     from trl import GRPOConfig
 
@@ -71,18 +68,22 @@ def test_l71_config_cell_builds_the_recipes_config_and_saves_it(changes, tmp_pat
     from labs.l71 import settings
 
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
-    profile = get_profile("ci", **changes)
+    profile = get_profile(name)
     shown = []
     namespace = {"GRPOConfig": GRPOConfig, "settings": settings, "recipe": recipe, "l71": l71, "profile": profile,
                  "Markdown": Markdown, "display": shown.append}
     exec(cell("L7_1_grpo_trl_vllm.ipynb", "def mi_config("), namespace)
     exec(cell("L7_1_grpo_trl_vllm.ipynb", "settings.save(config"), namespace)
-    run = RunFolder(tmp_path / "l71-ci")
-    expected = GRPOConfig(**recipe.grpo_config_kwargs(profile, str(run.checkpoints)))
-    assert namespace["config"].to_dict() == expected.to_dict()
-    assert f"`{profile.learning_rate}`" in shown[0].data  # the table shows the values in force
+    config, chosen = namespace["config"], namespace["p"]
+    knobs = settings.knobs_of(config)
+    assert settings.problems(knobs, profile) == {}
+    assert {k: getattr(chosen, k) for k in settings.LESSON_KNOBS} == knobs  # section 6 trains the chosen values
+    run = RunFolder(tmp_path / f"l71-{name}")
+    expected = GRPOConfig(**{**recipe.grpo_config_kwargs(profile, str(run.checkpoints)), **knobs})
+    assert config.to_dict() == expected.to_dict()  # the rest is the recipe's
+    assert f"`{config.learning_rate}`" in shown[0].data  # the table shows the values in force
     saved = json.loads(settings.settings_path(profile).read_text())
-    assert saved["values"] == {k: getattr(profile, k) for k in settings.LESSON_KNOBS}
+    assert saved["values"] == knobs
 
 
 def test_l71_trainer_arguments_keep_the_run_folder_callbacks():

@@ -5,12 +5,15 @@ A cell that uses one, run before the exercise is written, used to end in a trace
 matplotlib. Such cells now start with ``if ejercicios_hechos(f, g, ...):``: each function is called on a
 tiny input; one that returns ``None`` (the stub) or raises is named, with the exercise to finish, and the
 cell's body is skipped. The check is behaviour (a call), never a reading of the student's code.
-Other notebooks pass their own ``table`` (the same shape as ``EXERCISES``): ``labs.exercises.student`` for E1-E3.
+Other notebooks pass their own ``table`` (the same shape as ``EXERCISES``): ``labs.exercises.student`` for E1-E3;
+the check itself is ``labs.core.pending``.
 """
 
 from __future__ import annotations
 
 import torch
+
+from labs.core import pending as _core
 
 # function name -> (the exercise, as the notebook titles it; a tiny valid input)
 EXERCISES = {
@@ -40,28 +43,9 @@ EXERCISES = {
 
 def pending(*functions, table: dict | None = None) -> list[str]:
     """One Spanish line per function that is not written yet (returns ``None``) or fails on a tiny input."""
-    table = EXERCISES if table is None else table
-    lines = []
-    for function in functions:
-        name = getattr(function, "__name__", repr(function))
-        if name not in table:
-            raise KeyError(f"{name} no es una función de los ejercicios de este cuaderno.")
-        title, probe = table[name]
-        try:
-            out = function(*probe())
-        except Exception as error:  # a written but failing function: say which, and the error in one line
-            lines.append(f"`{name}` falla ({type(error).__name__}: {error}): revisa el ejercicio {title}.")
-            continue
-        if out is None:
-            lines.append(f"`{name}` aún no está escrita (devuelve None): termina el ejercicio {title}.")
-    return lines
+    return _core.pending(*functions, table=EXERCISES if table is None else table)
 
 
 def ejercicios_hechos(*functions, table: dict | None = None) -> bool:
     """True when every function answers; otherwise print which exercises to finish first and return False."""
-    lines = pending(*functions, table=table)
-    if lines:
-        print("Esta celda usa funciones tuyas que aún no funcionan, así que no hace nada todavía:")
-        print("\n".join("  - " + line for line in lines))
-        print("Termina esos ejercicios (su grader.check debe pasar) y vuelve a ejecutar esta celda.")
-    return not lines
+    return _core.ejercicios_hechos(*functions, table=EXERCISES if table is None else table)

@@ -10,7 +10,9 @@ unfinished run from its last checkpoint, and returns at once for a finished one;
 a new run folder next to the old one (nothing is deleted).
 
 The GRPO settings the student writes in the notebook are saved under ``<runs>/_ajustes/`` and the terminal
-trains them (``labs.l71.settings``; ``--sin-ajustes`` ignores them, ``--set`` overrides them).
+trains them (``labs.l71.settings``; ``--sin-ajustes`` ignores them, ``--set`` overrides them), and with them
+the reward functions the student writes in section 1 (``labs.l71.student_rewards``; ``--recompensas-del-curso``
+trains the course's hardened ones instead).
 """
 
 from labs.l71.cli import main
@@ -27,4 +29,5 @@ from labs.l71.lab import (
     write_run_json,
 )
 from labs.l71.notebook import RunNotReady, open_run
+from labs.l71.pending import ejercicios_hechos  # a cell that needs an unwritten exercise names it, in Spanish
 from labs.training.options import add_run_arguments, overrides_from_cli  # shared by every lab's command line

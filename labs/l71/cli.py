@@ -8,7 +8,7 @@ import sys
 
 from labs.core import distributed
 from labs.core.profiles import get_profile
-from labs.l71 import settings
+from labs.l71 import settings, student_rewards
 from labs.l71.lab import LAB, run_lab
 from labs.training import models, recipe
 from labs.training.options import add_run_arguments, overrides_from_cli, report_failure
@@ -35,6 +35,9 @@ def main(argv=None) -> int:
                         "(lo pone python -m labs sweep; queda en run.json como variant_from)")
     parser.add_argument("--sin-ajustes", action="store_true",
                         help="no usar los ajustes guardados desde el cuaderno L7.1 (runs/_ajustes/)")
+    parser.add_argument(student_rewards.COURSE_FLAG, dest="recompensas_del_curso", action="store_true",
+                        help="entrenar las recompensas del curso (rewards/, más estrictas) en vez de las tuyas guardadas "
+                        "desde la sección 1 del cuaderno L7.1 (runs/_ajustes/l71-recompensas.py)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -48,9 +51,16 @@ def _run(args) -> int:
         saved, settings_from = ({}, None) if args.sin_ajustes or args.lab != LAB else settings.load(profile)
         overrides = {**saved, **overrides_from_cli(args.set, profile)}  # --set wins over the notebook's settings
         names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
+        funcs = None  # by name; L7.1 with no --rewards trains the student's saved functions when there are some
+        if args.lab == LAB and names is None and not args.recompensas_del_curso:
+            say = print if distributed.is_main_process() else (lambda _: None)
+            funcs, _ = student_rewards.load(echo=say)
+            if funcs is None:
+                student_rewards.course_note(echo=say)
         path = run_lab(
             profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab,
-            accept_changes=args.accept_changes, settings_from=settings_from, variant_from=args.variante_de, **overrides,
+            accept_changes=args.accept_changes, settings_from=settings_from, variant_from=args.variante_de,
+            reward_funcs=funcs, **overrides,
         )
     except Exception as exc:  # noqa: BLE001 - report_failure re-raises what is not a known failure
         code = report_failure(exc, (ValueError, models.ModelNotAvailable),  # profile, pre-flight, data, rewards

@@ -82,7 +82,7 @@ class Lab:
     """
 
     def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB,
-                 accept_changes=False, settings_from=None, variant_from=None, **overrides):
+                 accept_changes=False, settings_from=None, variant_from=None, *, reward_funcs=None, **overrides):
         preflight.refuse_removed_keywords(overrides)
         self.settings_from = settings_from  # the L7.1 notebook's saved settings (labs.l71.settings), for run.json
         self.variant_from = variant_from  # E1-E3: the student's function that built this variant, for run.json
@@ -90,7 +90,8 @@ class Lab:
         profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.profile = profile.replace(**overrides) if overrides else profile
         self.lab = lab
-        self.reward_funcs = reward_functions(reward_names)
+        # the functions themselves (the L7.1 notebook's saved ones: labs.l71.student_rewards), or by name
+        self.reward_funcs = list(reward_funcs) if reward_funcs is not None else reward_functions(reward_names)
         self.run = new_run(self.profile, run_name, fresh, lab)  # only a path: nothing is created yet
         # before any model is loaded (and before any folder is made); a finished run needs no GPU to be read
         prepare(self.profile, self.reward_funcs, trains=not self.run.is_finished())
@@ -256,14 +257,16 @@ class Lab:
 
 
 def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB, accept_changes=False,
-            settings_from=None, variant_from=None, **overrides) -> Path:
+            settings_from=None, variant_from=None, *, reward_funcs=None, **overrides) -> Path:
     """Run lab L7.1 (or a variant of it, for the exercises) and return the run folder.
 
     ``accept_changes``: resume an unfinished run with settings or reward code other than run.json's,
     recording the change there (without it such a resume is refused before any model loads).
     ``settings_from``: where the L7.1 notebook's saved settings came from (labs.l71.settings), for run.json;
-    ``variant_from``: which student function built an exercise's variant (``labs.exercises.student``)."""
-    lab = Lab(profile, run_name, fresh, reward_names, lab, accept_changes, settings_from, variant_from, **overrides)
+    ``variant_from``: which student function built an exercise's variant (``labs.exercises.student``);
+    ``reward_funcs``: the functions to train instead of ``reward_names`` (the L7.1 notebook's saved ones)."""
+    lab = Lab(profile, run_name, fresh, reward_names, lab, accept_changes, settings_from, variant_from,
+              reward_funcs=reward_funcs, **overrides)
     try:
         return lab.run_all()
     finally:

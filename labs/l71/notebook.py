@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from labs.core.profiles import Profile, get_profile, student_command
 from labs.core.spanish import duration_es
+from labs.l71 import student_rewards
 from labs.l71.lab import Lab, new_run
 
 
@@ -34,16 +35,36 @@ def _planned(profile: Profile) -> str:
     return f" (unas {duration_es(time_plan(profile).hours * 3600)}, {LABEL_ES})"
 
 
-def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, echo=print) -> Lab:
-    """The Lab for this profile's shared run folder, read-only when it already finished (see the module)."""
+class NotOpened:
+    """Section 4's ``lab`` while an exercise the run needs is unwritten: the run folder's path; nothing loaded or trained."""
+
+    read_only = True
+
+    def __init__(self, profile: Profile):
+        self.profile = profile
+        self.run = new_run(profile)
+
+
+def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, echo=print, listo: bool = True):
+    """The Lab for this profile's shared run folder, read-only when it already finished (see the module).
+
+    It trains the reward functions the notebook saved in section 1 (``labs.l71.student_rewards``), as
+    ``python -m labs l71`` does; the course's when none are saved. ``listo=False`` (an exercise the run needs is
+    unwritten: ``labs.l71.pending``) opens nothing and returns a ``NotOpened``.
+    """
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    if not listo:
+        return NotOpened(profile)
     run = new_run(profile)
     status = run.status() or {}
     command = terminal_command(profile)
     if run.is_finished():
         echo(f"Ya hay un run terminado en {run.root} ({status.get('step')} pasos): el cuaderno lo lee, sin "
              "cargar el modelo ni entrenar. Para empezar otro: " + command + " --fresh")
-        return Lab(profile)
+        return Lab(profile)  # only read: run.json says which functions trained it
+    funcs, _ = student_rewards.load(echo=echo)
+    if funcs is None:
+        student_rewards.course_note(echo=echo)
     here = entrenar_aqui or profile.use_cpu
     if run.exists():
         where = f"Hay un run sin terminar en {run.root} (paso {status.get('step', 0)} de {profile.max_steps})."
@@ -54,7 +75,7 @@ def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, 
                 "pon ENTRENAR_AQUI = True; el entrenamiento queda atado a esta pestaña del navegador.)"
             )
         echo(f"{where} Lo continúo aquí desde su último checkpoint.")
-        return Lab(profile)
+        return Lab(profile, reward_funcs=funcs)
     if not here:
         raise RunNotReady(
             f"Aún no hay ningún run del perfil '{profile.name}' en {run.root}. Lánzalo en una terminal: {command}"
@@ -62,4 +83,4 @@ def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, 
             "(Para entrenar aquí, pon ENTRENAR_AQUI = True.)"
         )
     echo(f"No hay ningún run del perfil '{profile.name}': lo entreno aquí, en {run.root} (es el mismo que haría {command}).")
-    return Lab(profile)
+    return Lab(profile, reward_funcs=funcs)

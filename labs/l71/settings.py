@@ -8,11 +8,18 @@ not a second copy of it.
 
 An edit that cannot take effect is said, in Spanish, with the command that would apply it: a finished
 run keeps the settings it trained with; only ``--fresh`` starts one with the new values.
+
+The student chooses the values; ``problems`` holds the lesson's rules for them (whole groups, the learning rate's
+band for LoRA or for all the weights, a KL weight, a completion length the VRAM plan fits, a run with a curve to
+read) and says, for each value that breaks one, the reason, never the value to type. The notebook's check,
+``save`` and ``load`` (so ``python -m labs l71``) apply the same rules. The reward functions the student writes
+in section 1 are saved beside these settings (``labs.l71.student_rewards``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from labs.core.paths import runs_dir
@@ -33,6 +40,119 @@ LESSON_KNOBS = (
     "max_steps",
 )
 SOURCE = "cuaderno L7.1"
+
+# The lesson's rules for the values the student chooses (``problems``).
+LR_BANDS = {  # use_lora -> (lowest, highest) learning rate of RL with GRPO
+    False: (1e-7, 3e-5),  # all the weights: the lesson's ~1e-6 (a 135M model on the CPU profiles trains at 1e-5 to 2.5e-5)
+    True: (2e-6, 5e-5),  # LoRA: ~10x the full fine-tune rate (LoRA Without Regret; Unsloth's GRPO notebook: 5e-6)
+}
+BETA_HIGHEST = 0.5  # E3 compares 0.2 with the lesson's 0.04; far above, the KL pins the model to the reference
+SHORTEST_COMPLETION = 16  # <think>, some reasoning, </think>, <answer>N</answer>
+CPU_LONGEST_COMPLETION = 256  # on a CPU every new token is a forward pass of the whole model
+FEWEST_LOGGED_STEPS = 2  # a curve needs at least two points
+
+
+def _is_number(value, integer: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    return math.isfinite(value)
+
+
+def _lr_es(x: float) -> str:
+    return f"{x:.0e}".replace("e-0", "e-")
+
+
+def problems(values: dict, profile: Profile, processes: int = 1) -> dict[str, str]:
+    """``{knob: Spanish reason}`` for each lesson knob in ``values`` whose value breaks the lesson's rule on ``profile``.
+
+    ``values`` holds the eight ``LESSON_KNOBS`` (missing ones are the profile's). The reasons say which rule and
+    why, never which value to write.
+    """
+    v = {**{k: getattr(profile, k) for k in LESSON_KNOBS}, **values}
+    out = {}
+    for key in LESSON_KNOBS:
+        integer = isinstance(getattr(profile, key), int)
+        if not _is_number(v[key], integer):
+            out[key] = f"{key} debe ser un número{' entero' if integer else ''} (tu valor: {v[key]!r})."
+    if out:
+        return out
+    G, micro, accumulation = v["num_generations"], v["per_device_train_batch_size"], v["gradient_accumulation_steps"]
+    if G < 2:
+        out["num_generations"] = ("GRPO compara las respuestas de un mismo prompt con su media y su desviación: con menos "
+                                  "de dos por grupo no hay nada que comparar y la ventaja es siempre 0.")
+    for key in ("per_device_train_batch_size", "gradient_accumulation_steps"):
+        if v[key] < 1:
+            out[key] = f"{key} cuenta completions o micro-lotes: tiene que ser al menos 1."
+    if not out and (micro * accumulation * processes) % G:
+        out["per_device_train_batch_size"] = (
+            "Cada paso genera per_device_train_batch_size × gradient_accumulation_steps completions (por proceso), y "
+            "se reparten en grupos de num_generations respuestas del mismo prompt: con estos tres valores un grupo "
+            "quedaría partido y TRL lo rechaza. Cámbialos para que los grupos queden enteros.")
+    low, high = LR_BANDS[bool(profile.use_lora)]
+    lr = v["learning_rate"]
+    if not low <= lr <= high:
+        what = ("adaptadores LoRA (empiezan en cero y mueven un subespacio pequeño: quieren unas 10 veces el LR de "
+                "entrenar todos los pesos)" if profile.use_lora else "todos los pesos del modelo")
+        side = ("demasiado alto: en RL un LR de ajuste supervisado hace colapsar la política en pocos pasos" if lr > high
+                else "demasiado bajo: las curvas saldrían planas en los pasos del run")
+        out["learning_rate"] = (f"El perfil {profile.name} entrena {what}; tu learning_rate es {side}. La banda de "
+                                f"la lección para este caso va de {_lr_es(low)} a {_lr_es(high)}.")
+    beta = v["beta"]
+    if not 0 < beta <= BETA_HIGHEST:
+        out["beta"] = ("Este lab enseña el término KL frente al modelo de referencia y lo registra en sus curvas: con un "
+                       "peso cero TRL no calcula la KL ni carga la referencia." if beta <= 0 else
+                       f"Un peso de la KL por encima de {BETA_HIGHEST} ata la política a la referencia y no deja "
+                       "aprender nada en los pasos del run.")
+    out.update(_length_problem(v, profile))
+    steps, logging = v["max_steps"], v["logging_steps"]
+    if steps < 1 or logging < 1:
+        out["max_steps" if steps < 1 else "logging_steps"] = "max_steps y logging_steps cuentan pasos: al menos 1."
+    elif steps // logging < FEWEST_LOGGED_STEPS:
+        out["logging_steps"] = (f"Con estos max_steps y logging_steps el run registra menos de {FEWEST_LOGGED_STEPS} "
+                                "puntos de métricas: no hay curva que leer (la rúbrica mira su tendencia).")
+    return out
+
+
+def _length_problem(v: dict, profile: Profile) -> dict:
+    length = v["max_completion_length"]
+    if length < SHORTEST_COMPLETION:
+        return {"max_completion_length": (
+            f"Con menos de {SHORTEST_COMPLETION} tokens no cabe una respuesta con <think>, un razonamiento, </think> "
+            "y <answer>N</answer>: todas saldrían cortadas y cobrarían 0 de formato.")}
+    if profile.use_cpu:
+        if length > CPU_LONGEST_COMPLETION:
+            return {"max_completion_length": (
+                f"En CPU cada token nuevo es una pasada del modelo entero: con más de {CPU_LONGEST_COMPLETION} tokens "
+                "por respuesta un paso tardaría muchos minutos.")}
+        return {}
+    from labs.vram.planner import plan
+
+    keys = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length")
+    planned = plan(profile.replace(**{k: v[k] for k in keys}), suggest=False)
+    if not planned.fits:
+        return {"max_completion_length": (
+            f"Con esta longitud máxima (y este micro-lote) el plan de VRAM no cabe en {planned.card_gib:.0f} GiB: la "
+            "caché KV de vLLM y las activaciones crecen con los tokens de cada respuesta. Míralo con python -m labs "
+            "vram y elige una longitud que quepa.")}
+    return {}
+
+
+def problems_es(found: dict[str, str]) -> str:
+    return "\n".join(f"  - {key}: {reason}" for key, reason in found.items())
+
+
+def broken_batch(profile: Profile) -> dict:
+    """A micro-batch (and, if needed, an accumulation) that breaks the whole-groups rule on ``profile``.
+
+    The L7.1 notebook's demonstration of the pre-flight check: ``num_generations + 2`` fills whole groups on some
+    profiles (on rtx5090, 10 x 4 = 40 completions, five groups of 8), so the demonstration computes one that does not.
+    """
+    G, accumulation = profile.num_generations, profile.gradient_accumulation_steps
+    if accumulation % G == 0:  # any micro-batch fills whole groups: the accumulation must change too
+        accumulation += 1
+    micro = next(b for b in range(profile.per_device_train_batch_size + 1, profile.per_device_train_batch_size + G + 1)
+                 if (b * accumulation) % G)
+    return {"per_device_train_batch_size": micro, "gradient_accumulation_steps": accumulation}
 
 
 def settings_path(profile: Profile | str) -> Path:
@@ -62,6 +182,10 @@ def command(profile: Profile, fresh: bool = False) -> str:
 def save(config, profile: Profile, run: RunFolder | None = None, echo=print) -> Path:
     """Write the lesson's knobs of ``config`` for ``python -m labs l71``; say what they change and when."""
     values = knobs_of(config)
+    found = problems(values, profile)
+    if found:
+        raise ValueError("No guardo estos ajustes: rompen reglas de la lección (nada se ha escrito).\n"
+                         + problems_es(found) + "\nCámbialos en tu GRPOConfig y vuelve a ejecutar.")
     changed = differences(values, profile)
     path = write_json(settings_path(profile), {
         "profile": profile.name,
@@ -112,6 +236,13 @@ def load(profile: Profile, echo=print) -> tuple[dict, dict | None]:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or (expected is int and not isinstance(value, int)):
             raise ValueError(f"{path}: {key}={value!r} debe ser un número {'entero' if expected is int else ''}."
                              " Corrígelo en el cuaderno L7.1 y vuelve a guardar.")
+    found = problems(values, profile)
+    if found:
+        raise ValueError(
+            f"Los ajustes guardados en {path} rompen reglas de la lección:\n{problems_es(found)}\nCámbialos en tu "
+            f"GRPOConfig del cuaderno L7.1 (sección 3) y vuelve a guardarlos, o lanza con --sin-ajustes para usar los "
+            f"del perfil '{profile.name}' (el archivo no se toca)."
+        )
     overrides = {k: new for k, (_, new) in differences(values, profile).items()}
     source = {"file": str(path), "saved": record.get("saved"), "source": record.get("source", SOURCE),
               "values": overrides}

@@ -73,9 +73,13 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
         Step(TERMINAL, "python -m labs profile --accept", "guarda el perfil recomendado (o --choose <perfil>): desde ahí todos los labs, "
              "cuadernos y barridos lo usan"),
         Step(NOTEBOOK, "L6_de_policy_gradient_a_grpo.ipynb", "la teoría: de policy gradient a GRPO (minutos, sin GPU)"),
-        Step(TERMINAL, "python -m labs l71", f"lab L7.1: GRPO con TRL y vLLM; {l71.breakdown_es()}",
+        Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "secciones 1-3, antes del run: escribes tus recompensas y eliges tu "
+             "GRPOConfig; las celdas tras sus comprobaciones los guardan, y es lo que entrena la orden siguiente (minutos, "
+             "sin GPU ni modelo)"),
+        Step(TERMINAL, "python -m labs l71", f"lab L7.1: GRPO con TRL y vLLM, con tus recompensas y tus ajustes; {l71.breakdown_es()}",
              l71.hours, l71.checkpoint_gb + first, f"La primera vez descarga el modelo (unos {_gb(first)} GB, incluidos en el disco de arriba)."),
-        Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "la receta paso a paso; lee el run de la terminal sin entrenar",
+        Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "el resto (secciones 4-11): la receta paso a paso; lee el run de la "
+             "terminal sin entrenar",
              after=SHUT_DOWN_ES),
         Step(TERMINAL, "python -m labs vram", "el plan de memoria de las dos rutas (segundos)"),
         Step(TERMINAL, "python -m labs l72", f"lab L7.2: Unsloth con Standby, siempre sobre el modelo "
