@@ -304,10 +304,14 @@ def test_no_check_cell_spells_out_code_or_an_expected_value():
 def test_an_unwritten_exercise_is_named_and_importar_unsloth_is_never_imported_for_real(capsys):
     import sys
 
+    def real_modules():
+        return {name: sys.modules.get(name) for name in ("unsloth", "trl", "transformers", "peft")}
+
+    before = real_modules()
     namespace = CHECKS.namespace("standby-posible")
     pieces = [namespace[n] for n in ("standby_posible", "importar_unsloth", "cargar_modelo", "anadir_lora")]
     assert answers.ejercicios_hechos(*pieces) and capsys.readouterr().out == ""
-    assert "unsloth" not in sys.modules
+    assert real_modules() == before
 
     def anadir_lora(*args):  # otter's stub: a body of `...`
         ...
@@ -315,6 +319,15 @@ def test_an_unwritten_exercise_is_named_and_importar_unsloth_is_never_imported_f
     assert not answers.ejercicios_hechos(pieces[0], anadir_lora)
     out = capsys.readouterr().out
     assert "termina el ejercicio «añadir LoRA» (pregunta 4)" in out and "standby_posible" not in out
+
+    def importar_unsloth():  # written, but imports a name trl does not have
+        from trl import FastLanguageModel
+        return FastLanguageModel
+
+    assert not answers.ejercicios_hechos(importar_unsloth)
+    out = capsys.readouterr().out
+    assert "`importar_unsloth` falla (ImportError" in out and "«importar unsloth en el orden que funciona»" in out
+    assert real_modules() == before
 
 
 @pytest.mark.notebook  # executes the untouched student notebook in a kernel (no training: the demo is skipped)
