@@ -27,7 +27,10 @@ Modules, one job each:
 - ``lab``: ``run_lab``, which picks the path;
 - ``compare``: L7.1 against L7.2 (``ensure_l71_run``, ``lab_record``, ``comparison_table``, ``plot_comparison``);
 - ``cli``: ``main``, the command line;
-- ``answers``: the checks of the Unsloth cells the student writes in the notebook (no model, no import);
+- ``answers``: the checks of the four cells the student writes in the notebook (behaviour, no model, no real
+  import), with ``sandbox`` (stand-in unsloth/trl/transformers/peft that record the import order) and ``rules``
+  (each argument of the two Unsloth calls against the lesson's rule);
+- ``model_ids``: whether a model id exists (errata 2): the hub on a GPU profile, else Unsloth's table of models;
 - ``standin``: the CPU stand-in for ``FastLanguageModel`` those cells call on a CPU profile;
 - ``demo``: the notebook's runs: a few-step demo through the student's cells, and the long runs it only reads.
 

@@ -1,155 +1,233 @@
-"""Checks of the Unsloth calls the student writes in the L7.2 notebook, cheap enough for ``grader.check``.
+"""Checks of what the student writes in the L7.2 notebook, cheap enough for ``grader.check``: behaviour, not text.
 
-Nothing here loads a model or imports unsloth. The import order is checked on the *source* of the student's
-function, replayed statement by statement through the same rule the run's guard applies to ``sys.modules``
-(:func:`labs.l72.standby.import_order_problem`). The two ``FastLanguageModel`` calls are checked by calling
-the student's function with :class:`KeywordRecorder`, which only writes down the keywords it receives, and
-comparing them with the lab's own (:func:`labs.l72.gpu.from_pretrained_kwargs`, ``get_peft_model_kwargs``).
+Nothing here loads a model or imports unsloth, and no check reads the student's code or prints the value it
+expects: a wrong answer gets the rule it breaks.
+
+1. ``standby_posible(modulos, entorno)``: whether Unsloth with Standby can still be started in a process, and why.
+   :func:`standby_errors` asks it about many processes (which packages are imported, what the variable holds) and
+   compares with the guard's rule (:func:`labs.l72.standby.import_order_problem`).
+2. ``importar_unsloth()``: :func:`import_errors` runs it among stand-ins for unsloth, trl, transformers and peft
+   (:mod:`labs.l72.sandbox`) and looks at what it did: Standby on when unsloth came in, unsloth first, and
+   ``FastLanguageModel`` returned.
+3. and 4. ``cargar_modelo`` and ``anadir_lora``: called with :class:`KeywordRecorder` in the place of
+   ``FastLanguageModel``, on several profiles (:func:`check_profiles`, one of them with every value changed), and
+   each argument, bound as Unsloth binds it (defaults included), is judged by its rule (:mod:`labs.l72.rules`).
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
+import itertools
+import sys
 
-from labs.core.profiles import Profile
+from labs.core.profiles import Profile, get_profile
+from labs.l72 import rules
+from labs.l72.sandbox import in_labs, run_in_sandbox
 from labs.l72.standby import ORDER_SENSITIVE_MODULES, STANDBY_ENV, import_order_problem
 
-# Why each keyword has its value, in the words the hint gives the student.
-WHY_ES = {
-    "model_name": "el modelo de Unsloth del perfil (perfil.unsloth_model)",
-    "max_seq_length": "prompt + respuesta caben en perfil.max_seq_length",
-    "load_in_4bit": "una sola copia de los pesos, en 4 bits si perfil.load_in_4bit",
-    "fast_inference": "True: vLLM genera dentro del mismo proceso, con los mismos pesos",
-    "max_lora_rank": "vLLM reserva sitio para adaptadores de rango perfil.lora_r",
-    "gpu_memory_utilization": "la fracción del perfil (perfil.vllm_gpu_memory_utilization; con Standby Unsloth elige la suya)",
-    "r": "el rango del adaptador: perfil.lora_r",
-    "lora_alpha": "la escala del adaptador: perfil.lora_alpha",
-    "target_modules": "las siete proyecciones de cada capa: list(perfil.lora_targets)",
-    "use_gradient_checkpointing": "\"unsloth\": su checkpointing, que guarda los bordes de capa en la RAM del host",
-    "random_state": "la semilla del perfil: perfil.seed",
-}
+# ------------------------------------------------------------------------------------------ the profiles
 
 
-def function_source(fn) -> str | None:
-    """The source of a function defined in a notebook cell (None if it is not a function)."""
-    if not callable(fn) or not hasattr(fn, "__code__"):
-        return None
+def other_profile() -> Profile:
+    """A profile whose every value the two calls read differs from rtx5090's and ci's: numbers typed from the
+    screen fail on it, while values derived by the lesson's rules pass."""
+    return get_profile("rtx5090").replace(
+        name="otro", unsloth_model="unsloth/Qwen3-4B-Base", model="unsloth/Qwen3-4B-Base", load_in_4bit=False,
+        max_prompt_tokens=1024, max_completion_length=2048, max_seq_length=3200, lora_r=32, lora_alpha=64,
+        seed=7, vllm_gpu_memory_utilization=0.6)
+
+
+def check_profiles() -> list[Profile]:
+    return [get_profile("rtx5090"), get_profile("ci"), other_profile()]
+
+
+# ------------------------------------------------------------------------------ 1. can Standby still start
+
+# The processes the first question is asked about: which packages are imported, and the variable's value.
+_IMPORTED = [(), ("torch",), ("trl",), ("transformers", "torch"), ("peft",), ("trl", "transformers", "peft"),
+             ("unsloth",), ("unsloth", "trl", "transformers"), ("numpy", "unsloth", "peft")]
+_VARIABLE = [None, "0", "1"]
+
+
+def standby_cases() -> list[tuple[dict, dict]]:
+    return [({name: object() for name in imported}, {} if value is None else {STANDBY_ENV: value, "HOME": "/root"})
+            for imported, value in itertools.product(_IMPORTED, _VARIABLE)]
+
+
+def _describe(modules: dict, environ: dict) -> str:
+    imported = ", ".join(sorted(modules)) or "nada"
+    value = environ.get(STANDBY_ENV)
+    return f"importado: {imported}; {STANDBY_ENV} {'sin definir' if value is None else f'= {value!r}'}"
+
+
+def _call_watching(fn, args, code):
+    """``fn(*args)``, and whether the function with code object ``code`` ran inside it."""
+    seen = []
+
+    def watch(frame, event, _arg):
+        if event == "call" and frame.f_code is code:
+            seen.append(frame)
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
     try:
-        return textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError):
-        return None
+        return fn(*args), bool(seen)
+    finally:
+        sys.setprofile(previous)
 
 
-def _standby_assignment(node) -> str | None:
-    """The value given to ``os.environ["UNSLOTH_VLLM_STANDBY"]`` by this statement, if it sets it."""
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-        target = node.targets[0]
-        key = target.slice
-        if (ast.unparse(target.value) == "os.environ" and isinstance(key, ast.Constant) and key.value == STANDBY_ENV
-                and isinstance(node.value, ast.Constant)):
-            return str(node.value.value)
-    return None
+def standby_errors(fn) -> list[str]:
+    """Spanish problems with the student's ``standby_posible`` over :func:`standby_cases`, [] if right."""
+    if not callable(fn):
+        return ["Define la función standby_posible(modulos, entorno)."]
+    for modules, environ in standby_cases():
+        where = f"En un proceso con {_describe(modules, environ)}"
+        try:
+            answer, copied = _call_watching(fn, (dict(modules), dict(environ)), import_order_problem.__code__)
+        except Exception as exc:  # noqa: BLE001 - the student's code: report it
+            return [f"{where}, la función lanzó {type(exc).__name__}: {exc}"]
+        if copied:
+            return ["La función llama a la regla del guardián del curso: escribe tú las dos reglas."]
+        if not (isinstance(answer, (tuple, list)) and len(answer) == 2 and answer[0] in (True, False)):
+            return [f"{where}, la función devolvió {answer!r}: debe devolver dos cosas, sí o no (un bool) y por qué."]
+        can, why = answer
+        problem = import_order_problem(modules, environ)
+        if bool(can) != (problem is None):
+            verdict = "que sí se puede" if can else "que no se puede"
+            return [f"{where}, tu función dice {verdict}, y no es así: repasa las dos reglas de orden."]
+        if problem is None:
+            continue
+        if not isinstance(why, str) or not why.strip():
+            return [f"{where}, no se puede, pero la función no explica por qué (un texto)."]
+        early = [m for m in ORDER_SENSITIVE_MODULES if m in modules] if "unsloth" not in modules else []
+        if early and not all(m in why for m in early):
+            return [f"{where}, el motivo debe nombrar lo que se importó antes de tiempo."]
+        wrongly_named = [m for m in ORDER_SENSITIVE_MODULES if m in why and m not in early]
+        if early and wrongly_named:
+            return [f"{where}, el motivo culpa a algo que no se ha importado ({', '.join(wrongly_named)})."]
+        if not early and "standby" not in why.lower():
+            return [f"{where}, el motivo debe decir qué le pasó a Standby."]
+    return []
 
 
-def import_order_errors(source: str, environ: dict | None = None) -> list[str]:
-    """Replay the imports and Standby assignments of ``source`` in order; Spanish problems, [] if right.
+# ------------------------------------------------------------------------------------- 2. import unsloth
 
-    ``environ`` is the environment before the code runs (the notebook's, where an earlier cell set Standby).
-    Each ``import unsloth`` is judged by the guard's rule twice: before it (nothing patched imported yet) and
-    right after it (Standby already on).
+
+def import_errors(fn) -> list[str]:
+    """Spanish problems with the student's ``importar_unsloth`` run among stand-ins, [] if right.
+
+    Run twice: in a process without the variable, and in one where it is already ``"1"``.
     """
-    modules: dict[str, bool] = {}
-    environ = dict(environ or {})
-    problems: list[str] = []
-    nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.stmt)]
-    for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):  # source order, not ast.walk's
-        value = _standby_assignment(node)
-        if value is not None:
-            environ[STANDBY_ENV] = value
-            continue
-        if isinstance(node, ast.Import):
-            roots = [alias.name.split(".")[0] for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            roots = [node.module.split(".")[0]]
-        else:
-            continue
-        for root in roots:
-            if root == "unsloth" and "unsloth" not in modules:
-                before = import_order_problem(modules, environ)
-                modules["unsloth"] = True
-                problem = before or import_order_problem(modules, environ)
-                if problem:
-                    problems.append(f"línea {node.lineno}: {problem}")
-            elif root in ORDER_SENSITIVE_MODULES:
-                modules[root] = True
-    if "unsloth" not in modules:
-        problems.append("No hay ningún `import unsloth`: es lo primero que debe importarse.")
-    return problems
+    if not callable(fn):
+        return ["Define la función importar_unsloth()."]
+    for before in (None, "1"):
+        record, result, error = run_in_sandbox(fn, before)
+        where = "Con la variable ya a '1'" if before else "En un proceso sin la variable de Standby"
+        if error is not None:
+            return [f"{where}, la función lanzó {type(error).__name__}: {error}"]
+        if "unsloth" not in record.order:
+            return [f"{where}, la función no importa unsloth."]
+        early = record.before_unsloth()
+        if early:
+            return [f"{where}, la función importa {', '.join(early)} antes que unsloth, que lo deja sin parchear."]
+        if in_labs(record.unsloth_importer):
+            return ["La función llama al guardián del curso: escribe tú los dos pasos, en su orden."]
+        if record.standby_at_unsloth != "1":
+            held = "sin definir" if record.standby_at_unsloth is None else f"= {record.standby_at_unsloth!r}"
+            return [f"{where}, unsloth se importó con {STANDBY_ENV} {held}: Standby no se activa."]
+        if result is not record.exports["unsloth"]["FastLanguageModel"]:
+            what = "el módulo unsloth" if getattr(result, "__name__", None) == "unsloth" else repr(result)
+            return [f"{where}, la función devuelve {what}: debe devolver la clase con la que se carga el modelo."]
+    return []
 
 
-def imports_fast_language_model(source: str) -> bool:
-    """Whether ``source`` takes ``FastLanguageModel`` from unsloth and returns it."""
-    tree = ast.parse(source)
-    imported = any(isinstance(n, ast.ImportFrom) and n.module == "unsloth"
-                   and any(a.name == "FastLanguageModel" and a.asname is None for a in n.names) for n in ast.walk(tree))
-    returned = any(isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id == "FastLanguageModel"
-                   for n in ast.walk(tree))
-    return imported and returned
+# -------------------------------------------------------------------------------- 3. and 4. the two calls
 
 
 class KeywordRecorder:
     """Stands where ``FastLanguageModel`` goes and writes down what each call receives (loads nothing)."""
+
+    MODEL, TOKENIZER, PEFT_MODEL = "modelo", "tokenizer", "modelo con LoRA"
 
     def __init__(self):
         self.calls: dict[str, tuple[tuple, dict]] = {}
 
     def from_pretrained(self, *args, **kwargs):
         self.calls["from_pretrained"] = (args, kwargs)
-        return "modelo", "tokenizer"
+        return self.MODEL, self.TOKENIZER
 
-    def get_peft_model(self, model, *args, **kwargs):
-        self.calls["get_peft_model"] = ((model, *args), kwargs)
-        return "modelo con LoRA"
-
-
-def keyword_errors(call: str, received: tuple[tuple, dict] | None, expected: dict, positional: int = 0) -> list[str]:
-    """Spanish problems with one recorded call against the lab's keywords, [] if they agree."""
-    if received is None:
-        return [f"La función no llama a FastLanguageModel.{call}(...) con el FastLanguageModel que recibe."]
-    args, kwargs = received
-    problems = []
-    if len(args) > positional:
-        problems.append(f"{call}: pasa cada valor con su nombre (model_name=..., r=...), no por posición.")
-    for key, value in expected.items():
-        if key not in kwargs:
-            problems.append(f"{call}: falta {key}= ({WHY_ES.get(key, 'ver el perfil')}).")
-        elif kwargs[key] != value:
-            problems.append(f"{call}: {key}={kwargs[key]!r}, pero debe ser {value!r} ({WHY_ES.get(key, 'ver el perfil')}).")
-    extra = sorted(set(kwargs) - set(expected))
-    if extra:
-        problems.append(f"{call}: sobra {', '.join(extra)} (el lab no lo pasa).")
-    return problems
+    def get_peft_model(self, *args, **kwargs):
+        self.calls["get_peft_model"] = (args, kwargs)
+        return self.PEFT_MODEL
 
 
-def call_errors(fn, call: str, profiles: list[Profile], expected_for, *args) -> list[str]:
-    """Call the student's ``fn(recorder, *args, perfil)`` for each profile and compare the recorded keywords.
+def call_errors(fn, call: str, profiles: list[Profile] | None = None) -> list[str]:
+    """Call the student's ``cargar_modelo(recorder, perfil)`` or ``anadir_lora(recorder, model, perfil)`` for each
+    profile and judge the recorded call by the rules; Spanish problems, [] if right.
 
-    Several profiles (the lesson's and a CPU one) catch a value typed by hand instead of read from ``perfil``.
+    Several profiles, one with every value changed (:func:`other_profile`), catch a value typed from the screen.
     """
-    if function_source(fn) is None:
+    if not callable(fn):
         return ["Define la función pedida (def ...) en la celda de respuesta."]
-    problems: list[str] = []
-    for profile in profiles:
+    expected_return = ((KeywordRecorder.MODEL, KeywordRecorder.TOKENIZER) if call == "from_pretrained"
+                       else KeywordRecorder.PEFT_MODEL)
+    for profile in profiles or check_profiles():
         recorder = KeywordRecorder()
+        args = (recorder, profile) if call == "from_pretrained" else (recorder, KeywordRecorder.MODEL, profile)
         try:
-            fn(recorder, *args, profile)
+            returned = fn(*args)
         except Exception as exc:  # noqa: BLE001 - the student's code: report, never hide the hint
-            return [f"La función lanzó {type(exc).__name__}: {exc}"]
-        found = keyword_errors(call, recorder.calls.get(call), expected_for(profile),
-                               positional=1 if call == "get_peft_model" else 0)
-        problems += [f"con el perfil {profile.name}: {p}" for p in found if p not in problems]
+            return [f"Con el perfil {profile.name}, la función lanzó {type(exc).__name__}: {exc}"]
+        received = recorder.calls.get(call)
+        if received is None:
+            return [f"La función no llama a {call} del FastLanguageModel que recibe."]
+        found = rules.errors(call, *received, profile, model=KeywordRecorder.MODEL)
         if found:
-            break
-    return problems
+            return [f"Con el perfil {profile.name}: {p}" for p in found]
+        if returned != expected_return:
+            return [f"Con el perfil {profile.name}, la función no devuelve lo que devuelve {call}."]
+    return []
+
+
+# -------------------------------------------------------------------------- unwritten exercises, in Spanish
+
+def _import_in_sandbox(fn):
+    """``importar_unsloth()`` among the stand-ins; what it raised is raised here (a written but failing one)."""
+    _, result, error = run_in_sandbox(fn)
+    if error is not None:
+        raise error
+    return result
+
+
+# function name -> (the exercise, as the notebook titles it; how to call it on a tiny input)
+EXERCISES = {
+    "standby_posible": ("«¿se puede aún arrancar Standby?» (pregunta 1)", lambda fn: fn({"trl": object()}, {})),
+    "importar_unsloth": ("«importar unsloth en el orden que funciona» (pregunta 2)", _import_in_sandbox),
+    "cargar_modelo": ("«cargar el modelo» (pregunta 3)", lambda fn: fn(KeywordRecorder(), get_profile("ci"))),
+    "anadir_lora": ("«añadir LoRA» (pregunta 4)",
+                    lambda fn: fn(KeywordRecorder(), KeywordRecorder.MODEL, get_profile("ci"))),
+}
+
+
+def _probe_table() -> dict:
+    """``EXERCISES`` in ``labs.l6.pending``'s shape; each probe call stays inside our caller below."""
+    return {name: (title, lambda: ()) for name, (title, _) in EXERCISES.items()}
+
+
+def ejercicios_hechos(*functions) -> bool:
+    """True when every function answers; otherwise say, in Spanish, which exercise to finish (labs.l6.pending).
+
+    ``importar_unsloth`` is called among the stand-ins, never for real.
+    """
+    from labs.l6 import pending
+
+    wrapped = []
+    for function in functions:
+        name = getattr(function, "__name__", repr(function))
+        _, call = EXERCISES[name]
+
+        def probe(call=call, function=function):
+            return call(function)
+
+        probe.__name__ = name
+        wrapped.append(probe)
+    return pending.ejercicios_hechos(*wrapped, table=_probe_table())

@@ -117,20 +117,33 @@ class Demo:
     def on_gpu(self) -> bool:
         return not self.profile.use_cpu
 
-    def fast_language_model(self, importar):
-        """GPU: the student's ``importar()`` under the import-order guard; CPU: the stand-in (said in Spanish)."""
+    def fast_language_model(self, importar, standby_posible=None):
+        """GPU: the student's ``importar()`` under the import-order guard; CPU: the stand-in (said in Spanish).
+
+        ``standby_posible`` (question 1) is asked about this very process first, beside the guard's own verdict;
+        the guard decides.
+        """
+        problem = import_order_problem(sys.modules, os.environ)
+        if standby_posible is not None:
+            can, why = standby_posible(sys.modules, os.environ)
+            agrees = bool(can) == (problem is None)
+            self.show(f"Tu standby_posible sobre este proceso: {'sí' if can else 'no'}{f' ({why})' if why else ''}. "
+                      f"El guardián del curso: {'sí' if problem is None else 'no'}"
+                      f"{'' if agrees else ' (no coincidís: mira tu pregunta 1)'}.")
         if not self.on_gpu:
             self.show("En CPU no se llama a importar_unsloth(): Unsloth no hace GRPO en CPU. FastLanguageModel es "
                       "aquí el sustituto de transformers + PEFT, con los mismos métodos y argumentos.")
             return CpuFastLanguageModel(self.profile, self.show)
-        problem = import_order_problem(sys.modules, os.environ)
-        if problem is None and os.environ.get(STANDBY_ENV) != "1":
-            problem = f"{STANDBY_ENV} no vale '1': ejecuta primero la celda de la pregunta 1 (antes de importar unsloth)."
         if problem is not None:
             raise ImportOrderError(problem)
         fast_language_model = importar()
         import unsloth
 
+        problem = import_order_problem(sys.modules, os.environ)
+        if problem is None and os.environ.get(STANDBY_ENV) != "1":
+            problem = f"importar_unsloth() importó unsloth sin {STANDBY_ENV}=1: Standby no está activo."
+        if problem is not None:
+            raise ImportOrderError(problem)
         if fast_language_model is not unsloth.FastLanguageModel:
             raise ImportOrderError("importar_unsloth() debe devolver FastLanguageModel, importado de unsloth.")
         self.show(f"Unsloth {unsloth.__version__} importado con {STANDBY_ENV}=1, antes que trl, transformers y peft.")
@@ -164,8 +177,14 @@ class Demo:
         return model, tokenizer
 
     def add_lora(self, anadir_lora, fast_language_model, model):
-        """The student's ``anadir_lora`` (their ``get_peft_model``)."""
-        return anadir_lora(fast_language_model, model, self.profile)
+        """The student's ``anadir_lora`` (their ``get_peft_model``); run.json records the adapter it made."""
+        model = anadir_lora(fast_language_model, model, self.profile)
+        config = getattr(model, "peft_config", {}).get("default")
+        made = (getattr(config, "r", None), getattr(config, "lora_alpha", None))
+        if None not in made and made != (self.profile.lora_r, self.profile.lora_alpha):
+            self.profile = self.profile.replace(lora_r=made[0], lora_alpha=made[1])
+            self.show(f"Tu adaptador: r={made[0]}, lora_alpha={made[1]} (el run lo apunta así).")
+        return model
 
     def train_and_evaluate(self, model, tokenizer) -> Path:
         """Data, run.json, trainer, base evaluation, GRPO steps, adapter, trained evaluation; the run folder."""

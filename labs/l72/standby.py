@@ -41,7 +41,7 @@ def import_order_problem(modules, environ) -> str | None:
     unsloth imported without ``UNSLOTH_VLLM_STANDBY=1``, or trl/transformers/peft imported before unsloth.
     """
     if "unsloth" in modules:
-        if environ.get(STANDBY_ENV, "0") == "0":
+        if environ.get(STANDBY_ENV) != "1":  # unsloth_zoo's import prepares vLLM's sleep mode only for "1"
             return ("unsloth ya está importado en este proceso sin UNSLOTH_VLLM_STANDBY=1, y Standby solo se "
                     "activa si la variable existe ANTES de importar unsloth. Reinicia el kernel (o el proceso) "
                     "y ejecuta primero la celda que activa Standby.")

@@ -8,7 +8,7 @@ adapter of the rank, alpha and targets asked for). Each call says, in Spanish, w
 
 from __future__ import annotations
 
-from labs.core.profiles import Profile
+from labs.core.profiles import LORA_TARGETS, Profile
 from labs.l72.backend import WHY_NO_UNSLOTH_ON_CPU_ES
 
 
@@ -19,8 +19,10 @@ class CpuFastLanguageModel:
         self.profile = profile
         self.show = show
 
-    def from_pretrained(self, model_name, max_seq_length, load_in_4bit, fast_inference, max_lora_rank,
-                        gpu_memory_utilization, **_ignored):
+    # Unsloth 2026.10.9's defaults (labs.l72.rules.DEFAULTS), so a call that leaves one out works here too.
+    def from_pretrained(self, model_name="unsloth/Llama-3.2-1B-Instruct", max_seq_length=2048, dtype=None,
+                        load_in_4bit=True, *_args, fast_inference=False, max_lora_rank=64,
+                        gpu_memory_utilization=0.5, **_ignored):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from labs.training import models
@@ -35,8 +37,8 @@ class CpuFastLanguageModel:
         model = AutoModelForCausalLM.from_pretrained(path)
         return model, tokenizer
 
-    def get_peft_model(self, model, r, lora_alpha, target_modules, use_gradient_checkpointing, random_state,
-                       **_ignored):
+    def get_peft_model(self, model, r=16, target_modules=LORA_TARGETS, lora_alpha=16, *_args,
+                       use_gradient_checkpointing="unsloth", random_state=3407, **_ignored):
         import torch
         from peft import LoraConfig, get_peft_model
 
