@@ -36,6 +36,10 @@ TRAP_LEARNING_RATE = 2e-4
 TRAP_LAB = "L7.8-trampa"  # lesson 7.8, "Trampas comunes"; not "L7.1", so never the graded main run
 TRAP_DIR = "_trampa"
 CPU_STEPS = 3  # step 1 (no update yet) plus two steps after one and two updates
+# The collapse signal the L7.1 notebook claims and tests/test_l71_trap.py asserts on ci: after the first update the
+# KL at 2e-4 is at least this many times the course rate's. Measured on ci (December 3, Intel Xeon with bf16 units):
+# about 200 times under ci's bf16 autocast, about 145 times with bf16=False (what a CPU without bf16 units runs).
+KL_FACTOR = 10
 GPU_STEPS = 20
 # What each step row shows: (metrics.jsonl key, Spanish column header).
 COLUMNS = (
@@ -118,8 +122,10 @@ class Comparison:
                        f"{'' if same else ', distinta: algo más que el learning rate cambió'}).")
         kl_a, kl_b, ratio = self.course.mean_after_first("kl"), self.trap.mean_after_first("kl"), self.kl_ratio()
         if ratio is not None:
+            reading = ("la política se aleja de la referencia desde la primera actualización" if ratio >= KL_FACTOR
+                       else f"menos de {KL_FACTOR} veces: aquí la trampa no se ve con claridad")
             out.append(f"KL media de los pasos 2 a {self.steps}: {kl_a:.3g} con {a} y {kl_b:.3g} con {b}, "
-                       f"{ratio:.0f} veces más: la política se aleja de la referencia desde la primera actualización.")
+                       f"{ratio:.0f} veces más: {reading}.")
         for key, name in (("reward", "Recompensa"), ("completions/clipped_ratio", "Fracción de respuestas cortadas en el tope")):
             x, y = self.course.mean_after_first(key), self.trap.mean_after_first(key)
             if x is not None and y is not None:
