@@ -94,12 +94,13 @@ def _rows(steps: int, kl: float) -> list[dict]:
              "completions/mean_length": 100.0, "completions/clipped_ratio": 0.0} for i in range(steps)]
 
 
-def _write_run(root, rows, lr, finished=True):
+def _write_run(root, rows, lr, finished=True, beta=0.04):
     run = rf.RunFolder(root)
     run.root.mkdir(parents=True, exist_ok=True)
     for row in rows:
         rf.append_jsonl(run.metrics_path, row)
-    rf.write_json(run.path(rf.RUN_JSON), {"grpo_config": {"learning_rate": lr}})
+    rf.write_json(run.path(rf.RUN_JSON), {"grpo_config": {"learning_rate": lr, "max_steps": len(rows), "beta": beta},
+                                          "reward_functions": ["correctness_reward"]})
     if finished:
         run.write_status(rf.STATE_FINISHED, len(rows), len(rows))
 
@@ -109,9 +110,10 @@ def test_gpu_profile_gives_the_command_until_its_runs_exist_then_reads_them(tmp_
     profile = get_profile("rtx5090")
     assert trap.compare(profile) is None
     assert trap.terminal_command(profile) in capsys.readouterr().out
-    _write_run(tmp_path / "l71-rtx5090", _rows(40, 0.001), profile.learning_rate, finished=False)
+    _write_run(tmp_path / "l71-rtx5090", _rows(40, 0.001), profile.learning_rate, finished=False, beta=0.1)
     _write_run(tmp_path / trap.trap_run_name(profile, trap.TRAP_LEARNING_RATE), _rows(trap.GPU_STEPS, 0.5), 2e-4)
     c = trap.compare(profile)
+    assert "difieren en: beta" in capsys.readouterr().out  # the main run's own settings are said, not hidden
     assert len(c.course.rows) == len(c.trap.rows) == trap.GPU_STEPS  # the main run's first steps only
     assert c.course.learning_rate == profile.learning_rate and c.trap.learning_rate == 2e-4
     assert c.kl_ratio() == pytest.approx(500)

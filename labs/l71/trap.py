@@ -211,5 +211,20 @@ def compare(profile: Profile | str | None = None, steps: int | None = None) -> C
               f"({'terminado' if trap.is_finished() else 'aún no'}). Lánzalo en una terminal (unos {planned}, "
               f"planificado):\n  {terminal_command(profile, steps)}")
         return None
+    differ = recipe_differences(main.root, trap.root)
+    if differ:
+        print(f"Además del learning rate, tu run principal y el de la trampa difieren en: {', '.join(differ)} "
+              "(el principal entrena tus ajustes y recompensas guardados; el de la trampa, los del perfil).")
     return Comparison(profile.name, steps, _side(main.root, steps=steps), _side(trap.root, steps=steps),
                       same_batch_first=False)
+
+
+def recipe_differences(a: Path, b: Path) -> list[str]:
+    """What two runs' ``run.json`` record differently, besides what the trap changes on purpose."""
+    ra, rb = (read_json(RunFolder(r).path(RUN_JSON)) for r in (a, b))
+    ga, gb = ra.get("grpo_config") or {}, rb.get("grpo_config") or {}
+    keys = sorted(k for k in set(ga) | set(gb) if ga.get(k) != gb.get(k)
+                  and k not in ("learning_rate", "max_steps", "output_dir"))
+    if ra.get("reward_functions") != rb.get("reward_functions") or ra.get("reward_sources") != rb.get("reward_sources"):
+        keys.append("las funciones de recompensa")
+    return keys
