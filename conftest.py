@@ -26,7 +26,8 @@ long as one alone, with one thread each they take 1.15 times as long (both toget
 shared by a file's tests must run once, so every test is grouped with its file; the notebooks that read the
 run the L7.1 notebook trained (L7.2 compares with it, E1-E3 use it as their reference run, C2b grades it, E4
 compares with E2's run) are one group, in course order: on another worker, L7.2 and E1-E3 would train that
-run again (about 1.5 minutes each). Groups that train go first, so the long ones do not start last.
+run again (about 1.5 minutes each). The L7.1 trap test joins that group for the same reason (its runs are the
+notebook's section 12). Groups that train go first, so the long ones do not start last.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ CACHE_ENV = "COURSE_CACHE"
 # (the Makefile's NOTEBOOKS list, course order).
 L71_CHAIN = ("L7_1_", "L7_2_", "E1_", "E2_", "E3_", "E4_", "C2b_")
 L71_CHAIN_GROUP = "l71-notebook-chain"
+# The L7.1 notebook's section 12 trains the same two trap runs (runs/_trampa/) as this test file's fixture: in one
+# worker's run area the first trains them and the second reads them (labs.l71.trap.compare).
+L71_CHAIN_TESTS = ("tests/test_l71_trap.py",)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin has made the session's temporary folder factory
@@ -75,7 +79,7 @@ def pytest_runtest_setup(item):
 def group_of(nodeid: str) -> str:
     """The unit one worker runs whole: the test's file, or the L7.1 notebook chain."""
     file = nodeid.split("::", 1)[0]
-    if file.startswith("sources/") and Path(file).name.startswith(L71_CHAIN):
+    if (file.startswith("sources/") and Path(file).name.startswith(L71_CHAIN)) or file in L71_CHAIN_TESTS:
         return L71_CHAIN_GROUP
     return file
 

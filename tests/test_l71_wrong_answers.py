@@ -364,6 +364,8 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
     shutil.copy(STUDENT, tmp_path / NAME)  # grader.check reads its tests from the notebook's metadata
     nb = nbformat.read(STUDENT, as_version=4)
+    # Section 12's trap runs use no student function and train (about a minute): running them is nbval's job.
+    nb.cells = [c for c in nb.cells if "trap.compare(" not in cell_text(c)]
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])

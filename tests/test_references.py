@@ -1,4 +1,4 @@
-"""Lesson 7.9's references (labs.l71.references): each tied to a course object that is resolved and run.
+"""Lesson 7.9's references (labs.l72.references): each tied to a course object that is resolved and run.
 
 What only this module checks: every reference the lesson lists is there, with the course objects that apply it;
 the checks pass on every profile; TRL's pages carry the versions the requirements files pin; and a renamed or
@@ -9,7 +9,7 @@ import pytest
 
 from labs.core.profiles import PROFILES
 from labs.doctor import pins
-from labs.l71 import references as refs
+from labs.l72 import references as refs
 
 LESSON_7_9 = ("RL Guide", "Advanced GRPO", "Standby", "GRPOTrainer", "colocate", "DeepSeek-R1", "willccbb")
 

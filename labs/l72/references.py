@@ -3,8 +3,9 @@
 ``check_all()`` goes through ``REFERENCES`` in the lesson's order. Each names the course objects that apply it
 by dotted path (``"labs.training.recipe.grpo_config_kwargs"``), resolves every one with ``importlib`` (a
 renamed object raises ``ReferenceBroken`` naming it, like a broken link in a documentation build), then runs
-its check: a function that calls or reads those objects and returns what it found, in Spanish. Names are
-resolved, not imported by this module, because one of them lives in L7.2 (``labs.l72``, a layer above).
+its check: a function that calls or reads those objects and returns what it found, in Spanish. It sits in
+``labs.l72``, the layer that sees both labs, because the references span L7.1 (TRL) and L7.2 (Unsloth); the L7.1
+notebook's section 13 shows them.
 
 The URLs of TRL's pages carry the version each stack pins (``requirements.txt`` on a CPU,
 ``requirements-gpu.txt`` on the 5090; ``labs.doctor.pins``). Nothing here touches the network.
