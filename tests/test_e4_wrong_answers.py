@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pytest
 from test_l6_wrong_answers import CODE
-from wrong_answers import Checks, cell_text, standard_tests
+from wrong_answers import Checks, cell_text, run_untouched, standard_tests
 
 from labs import assign
 from labs.exercises import e4
@@ -146,22 +146,8 @@ def test_an_unwritten_reward_is_named_in_spanish_and_a_written_one_passes(capsys
 def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(tmp_path, monkeypatch):
     """Run All on E4 as generated (the reward a stub): no cell raises, nothing trains, no reward file is written,
     and every cell that needs the student's function says, in Spanish, which exercise to finish."""
-    import shutil
-
-    import nbformat
-    from nbclient import NotebookClient
-
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
-    student = assign.STUDENT_DIR / NOTEBOOK
-    shutil.copy(student, tmp_path / NOTEBOOK)  # grader.check reads its tests from the notebook's metadata
-    nb = nbformat.read(student, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors, errors
-    guarded = [c for c in nb.cells if c.cell_type == "code" and "e4.recompensa_hecha(" in cell_text(c)]
-    said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
-    assert len(guarded) >= 3 and all("termina el ejercicio «" in s for s in said), said
+    said, _ = run_untouched(assign.STUDENT_DIR / NOTEBOOK, tmp_path, guard="e4.recompensa_hecha(")
+    assert len(said) >= 3 and all("termina el ejercicio «" in s for s in said), said
     assert not (tmp_path / e4.REWARD_FILE).exists()
     assert not [p for p in (tmp_path / "runs").glob("e4-*")]  # no run started

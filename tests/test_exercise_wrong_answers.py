@@ -19,7 +19,7 @@ import re
 
 import pytest
 from test_l6_wrong_answers import CODE
-from wrong_answers import Checks, cell_text, standard_tests
+from wrong_answers import Checks, cell_text, run_untouched, standard_tests
 
 from labs import assign
 
@@ -336,21 +336,7 @@ def test_no_check_prints_what_it_expects(question):
 def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(name, tmp_path, monkeypatch):
     """Run All on the student notebook as generated (every exercise a stub): no cell raises, nothing trains, nothing
     is saved for the sweep, and every cell that needs a student function says, in Spanish, which exercise to finish."""
-    import shutil
-
-    import nbformat
-    from nbclient import NotebookClient
-
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
-    student = assign.STUDENT_DIR / name
-    shutil.copy(student, tmp_path / name)  # grader.check reads its tests from the notebook's metadata
-    nb = nbformat.read(student, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors, errors
-    guarded = [c for c in nb.cells if c.cell_type == "code" and "ex.ejercicios_hechos(" in cell_text(c)]
-    said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
-    assert len(guarded) >= 5 and all("termina el ejercicio «" in s for s in said), said
+    said, _ = run_untouched(assign.STUDENT_DIR / name, tmp_path, guard="ex.ejercicios_hechos(")
+    assert len(said) >= 5 and all("termina el ejercicio «" in s for s in said), said
     assert not (tmp_path / "runs").exists()  # no variant saved, no run started

@@ -20,7 +20,7 @@ import re
 import pytest
 
 from labs import assign
-from wrong_answers import Checks, cell_text, parse, standard_tests
+from wrong_answers import Checks, cell_text, parse, run_untouched, standard_tests
 
 SOURCE = assign.SOURCES_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
 STUDENT = assign.STUDENT_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
@@ -347,22 +347,7 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     student function says, in Spanish, which exercise to finish. The section-6 trainer step, the bandit runs and the
     variance table are left out (they use no student function, and the cells that use the step's result are
     guarded): running them is the nbval run's job."""
-    import shutil
-
-    import nbformat
-    from nbclient import NotebookClient
-
-    shutil.copy(STUDENT, tmp_path / STUDENT.name)  # grader.check reads its tests from the notebook's metadata
-    nb = nbformat.read(STUDENT, as_version=4)
     heavy = ("run_trainer_check(", "format_numbers(informe)", "train_grpo_bandit", "corridas.items()",
              "variance_table(", "tabla[t]")  # the trainer step, the bandit runs, the variance table: no student code
-    nb.cells = [c for c in nb.cells if not any(h in cell_text(c) for h in heavy)]
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors, errors
-    guarded = [c for c in nb.cells if c.cell_type == "code" and "ejercicios_hechos(" in cell_text(c)
-               and "import" not in cell_text(c).split("\n", 1)[0]]
-    said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
-    assert len(guarded) >= 7 and all("termina el ejercicio «" in s for s in said), said
+    said, _ = run_untouched(STUDENT, tmp_path, guard="ejercicios_hechos(", leave_out=heavy)
+    assert len(said) >= 7 and all("termina el ejercicio «" in s for s in said), said

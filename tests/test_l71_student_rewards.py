@@ -144,7 +144,9 @@ def test_a_saved_student_reward_trains_in_the_terminal_run(runs):
     run.json records the three as the student's, with the SHA-256 of the saved source."""
     student_rewards.save(STUDENT, echo=lambda _: None)
     env = {**__import__("os").environ, "COURSE_RUNS": str(runs), "COURSE_PROFILE": "ci"}
-    done = subprocess.run([sys.executable, "-m", "labs", "l71", "--set", "max_steps=1", "--set", "save_steps=1"],
+    # No vLLM engine: the rewards are called the same way, and the engine's start is most of a one-step run's time.
+    done = subprocess.run([sys.executable, "-m", "labs", "l71", "--set", "max_steps=1", "--set", "save_steps=1",
+                           "--set", "use_vllm=false"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "[recompensas] Entrenan tus funciones del cuaderno L7.1" in done.stdout

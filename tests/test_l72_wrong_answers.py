@@ -22,7 +22,7 @@ import pytest
 
 from labs import assign
 from labs.l72 import answers
-from wrong_answers import Checks, cell_text, hints, parse, standard_tests
+from wrong_answers import Checks, cell_text, hints, parse, run_untouched, standard_tests
 
 SOURCE = assign.SOURCES_DIR / "L7_2_unsloth_standby.ipynb"
 STUDENT = assign.STUDENT_DIR / "L7_2_unsloth_standby.ipynb"
@@ -335,22 +335,7 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     """Run All on the student notebook as generated (every exercise a stub): no cell raises, and every demo cell
     names the exercise to finish instead of training. Left out: the long runs of section 6 (on a CPU profile they
     train L7.1 and L7.2 here; they use no student function) and the comparison that reads them."""
-    import shutil
-
-    import nbformat
-    from nbclient import NotebookClient
-
-    shutil.copy(STUDENT, tmp_path / STUDENT.name)  # grader.check reads its tests from the notebook's metadata
-    nb = nbformat.read(STUDENT, as_version=4)
     heavy = ("demo.l71_reference(", "ruta_l71 is None or ruta_l72 is None")
-    nb.cells = [c for c in nb.cells if not any(h in cell_text(c) for h in heavy)]
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors, errors
-    guarded = [c for c in nb.cells if c.cell_type == "code" and "ejercicios_hechos(" in cell_text(c)
-               and not cell_text(c).startswith("import")]  # not the first cell, which imports it
-    said = ["".join(o.get("text", "") for o in c.outputs) for c in guarded]
-    assert len(guarded) == 4 and all("termina el ejercicio «" in s for s in said), said
+    said, nb = run_untouched(STUDENT, tmp_path, guard="ejercicios_hechos(", leave_out=heavy)
+    assert len(said) == 4 and all("termina el ejercicio «" in s for s in said), said
     assert not any("mi_demo" in "".join(o.get("text", "") for o in c.get("outputs", [])) for c in nb.cells)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,6 +86,8 @@ def trimmed_l71(source: Path, target: Path) -> Path:
         "import json\nPath('seen.json').write_text(json.dumps({'read_only': lab.read_only, 'root': str(lab.run.root), "
         "'runs': os.environ['COURSE_RUNS']}))\n"
     )
+    # the open_run cell asks whether the student's functions are written; this test is about the run area only
+    opening[0].source = re.sub(r"^listo = .*$", "listo = True", opening[0].source, flags=re.M)
     nb.cells = [code[0], opening[0], check]
     for cell in nb.cells:
         cell.outputs, cell.execution_count = [], None

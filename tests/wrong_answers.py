@@ -122,3 +122,27 @@ def standard_tests(checks: Checks, wrong: dict, right: dict, questions=None):
 
     return (test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
             test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes)
+
+
+def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):
+    """Run All on a student notebook as generated (every exercise a stub), in ``tmp_path``: no cell may raise.
+
+    ``leave_out``: texts of cells to skip (long runs that use no student function: running them is nbval's job).
+    Returns what each cell containing ``guard`` (the call that names an unwritten exercise) printed.
+    """
+    import shutil
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    shutil.copy(student, tmp_path / student.name)  # grader.check reads its tests from the notebook's metadata
+    nb = nbformat.read(student, as_version=4)
+    nb.cells = [c for c in nb.cells if not any(h in cell_text(c) for h in leave_out)]
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    guarded = [c for c in code[1:] if guard in cell_text(c)]  # not the first cell: the notebook's imports and setup
+    return ["".join(o.get("text", "") for o in c.outputs) for c in guarded], nb
