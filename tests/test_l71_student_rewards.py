@@ -128,6 +128,7 @@ def test_the_terminal_loads_them_and_the_flag_trains_the_course_functions(runs, 
     assert "no se pueden usar" in capsys.readouterr().err
 
 
+@pytest.mark.cpu_stack  # open_run checks the machine for a CPU profile: the GPU stack's vLLM refuses it
 def test_the_notebook_opens_its_run_with_the_saved_functions(runs, capsys):
     from labs.l71 import open_run
 
