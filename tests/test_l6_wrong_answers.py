@@ -14,13 +14,12 @@ Also here: the hints (``failure_message``) and the stub comments name the concep
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from labs import assign
-from wrong_answers import Checks, cell_text, parse, run_untouched, standard_tests
+from wrong_answers import Checks, hint_leaks, parse, run_untouched, standard_tests, stub_comments
 
 SOURCE = assign.SOURCES_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
 STUDENT = assign.STUDENT_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
@@ -301,18 +300,13 @@ CODE = re.compile(r"\b(?:torch|np|numpy)\.|\w+\(|\bdim\s*=|\bddof\b|keepdim|\b1e
 
 
 def test_hints_name_the_concept_not_the_code():
-    hints = {q: re.findall(r'failure_message: "(.+?)"', "\n".join(codes)) for q, codes in TESTS.items()}
-    assert all(hints.values()), hints
-    leaks = {q: h for q, hs in hints.items() for h in hs if CODE.search(h)}
-    assert not leaks, leaks
+    assert not hint_leaks(TESTS, CODE)
 
 
 def test_stub_comments_name_the_concept_not_the_code():
-    cells = [cell_text(c) for c in json.loads(STUDENT.read_text())["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])]
-    assert len(cells) == len(TESTS)
-    comments = [line.strip() for cell in cells for line in cell.splitlines() if line.strip().startswith("#")]
+    cells, comments = stub_comments(STUDENT)
     leaks = [c for c in comments if CODE.search(c)]
-    assert comments and not leaks, leaks
+    assert cells == len(TESTS) and comments and not leaks, leaks
 
 
 def test_no_check_prints_what_it_expects():

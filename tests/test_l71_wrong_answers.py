@@ -15,13 +15,12 @@ the end without a traceback and without training.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from labs import assign
-from wrong_answers import Checks, cell_text, parse, run_untouched, standard_tests
+from wrong_answers import Checks, hint_leaks, parse, run_untouched, standard_tests, stub_comments
 
 NAME = "L7_1_grpo_trl_vllm.ipynb"
 SOURCE = assign.SOURCES_DIR / NAME
@@ -292,18 +291,13 @@ CODE = re.compile(r"\w\(|\w\.\w|=|\[|\bre\.|DOTALL|\b\d+e-\d\b")
 
 
 def test_hints_name_the_concept_not_the_code():
-    hints = {q: re.findall(r'failure_message: "(.+?)"', "\n".join(codes)) for q, codes in TESTS.items()}
-    assert all(hints.values()), hints
-    leaks = {q: h for q, hs in hints.items() for h in hs if CODE.search(h)}
-    assert not leaks, leaks
+    assert not hint_leaks(TESTS, CODE)
 
 
 def test_stub_comments_name_the_concept_not_the_code():
-    cells = [cell_text(c) for c in json.loads(STUDENT.read_text())["cells"] if "otter_answer_cell" in c["metadata"].get("tags", [])]
-    assert len(cells) == len(TESTS)
-    comments = [line.split("#", 1)[1].strip() for cell in cells for line in cell.splitlines() if line.strip().startswith("#")]
+    cells, comments = stub_comments(STUDENT)
     leaks = [c for c in comments if CODE.search(c)]
-    assert len(comments) >= len(TESTS) - 2 and not leaks, leaks
+    assert cells == len(TESTS) and len(comments) >= len(TESTS) - 2 and not leaks, leaks
 
 
 # What a failure message may show: the student's own output or input, names, counts; never a reference's value.

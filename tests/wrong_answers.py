@@ -146,3 +146,18 @@ def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):
     code = [c for c in nb.cells if c.cell_type == "code"]
     guarded = [c for c in code[1:] if guard in cell_text(c)]  # not the first cell: the notebook's imports and setup
     return ["".join(o.get("text", "") for o in c.outputs) for c in guarded], nb
+
+
+def hint_leaks(tests: dict[str, list[str]], code: re.Pattern) -> dict[str, list[str]]:
+    """Each question's hints (``failure_message``); fails if a question has none. Returns the hints that show code."""
+    found = {q: hints(codes) for q, codes in tests.items()}
+    assert all(found.values()), found
+    return {q: [h for h in hs if code.search(h)] for q, hs in found.items() if any(code.search(h) for h in hs)}
+
+
+def stub_comments(student: Path) -> tuple[int, list[str]]:
+    """How many answer cells the student notebook has, and the text of every comment in them."""
+    cells = [cell_text(c) for c in json.loads(Path(student).read_text())["cells"]
+             if "otter_answer_cell" in c["metadata"].get("tags", [])]
+    return len(cells), [line.split("#", 1)[1].strip() for cell in cells for line in cell.splitlines()
+                        if line.strip().startswith("#")]
