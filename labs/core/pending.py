@@ -5,7 +5,7 @@ that uses one starts with ``if ejercicios_hechos(f, g, ...):``: each function is
 notebook's ``table`` (function name -> the exercise, as the notebook titles it, and a callable giving that input);
 one that returns ``None`` (the stub) or raises is named with the exercise to finish, and the cell's body is
 skipped. The check is behaviour (a call), never a reading of the student's code. Each notebook keeps its own
-table beside its lab (``labs.l6.pending``, ``labs.l71.pending``, ``labs.exercises.student``).
+table beside its lab (``labs.l6.pending``, ``labs.l71.pending``, ``labs.exercises.student``, ``labs.l72.answers``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from labs.core import pending
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.runfolder import write_json
@@ -55,9 +56,7 @@ FUNCTIONS = {"E1": "perfil_con_grupo", "E2": "recompensas_sin_correccion", "E3":
 
 
 def ejercicios_hechos(*functions) -> bool:
-    """``labs.l6.pending.ejercicios_hechos`` for E1-E3's functions: says in Spanish which exercise to finish."""
-    from labs.l6 import pending  # here, not at the top: it imports torch (L6's probes), which the sweep's parent never needs
-
+    """``labs.core.pending.ejercicios_hechos`` for E1-E3's functions: says in Spanish which exercise to finish."""
     return pending.ejercicios_hechos(*functions, table=EXERCISES)
 
 

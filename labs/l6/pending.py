@@ -41,11 +41,11 @@ EXERCISES = {
 }
 
 
-def pending(*functions, table: dict | None = None) -> list[str]:
+def pending(*functions) -> list[str]:
     """One Spanish line per function that is not written yet (returns ``None``) or fails on a tiny input."""
-    return _core.pending(*functions, table=EXERCISES if table is None else table)
+    return _core.pending(*functions, table=EXERCISES)
 
 
-def ejercicios_hechos(*functions, table: dict | None = None) -> bool:
+def ejercicios_hechos(*functions) -> bool:
     """True when every function answers; otherwise print which exercises to finish first and return False."""
-    return _core.ejercicios_hechos(*functions, table=EXERCISES if table is None else table)
+    return _core.ejercicios_hechos(*functions, table=EXERCISES)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import sys
 
+from labs.core import pending
 from labs.core.profiles import Profile, get_profile
 from labs.l72 import rules
 from labs.l72.sandbox import in_labs, run_in_sandbox
@@ -209,17 +210,15 @@ EXERCISES = {
 
 
 def _probe_table() -> dict:
-    """``EXERCISES`` in ``labs.l6.pending``'s shape; each probe call stays inside our caller below."""
+    """``EXERCISES`` in ``labs.core.pending``'s shape; each probe call stays inside our caller below."""
     return {name: (title, lambda: ()) for name, (title, _) in EXERCISES.items()}
 
 
 def ejercicios_hechos(*functions) -> bool:
-    """True when every function answers; otherwise say, in Spanish, which exercise to finish (labs.l6.pending).
+    """True when every function answers; otherwise say, in Spanish, which exercise to finish (labs.core.pending).
 
     ``importar_unsloth`` is called among the stand-ins, never for real.
     """
-    from labs.l6 import pending
-
     wrapped = []
     for function in functions:
         name = getattr(function, "__name__", repr(function))
