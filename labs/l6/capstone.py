@@ -24,8 +24,15 @@ Triton kernel) and the student through the full logits, so the two differ by rou
 ``LOSS_ATOL = 1e-5`` on the loss (measured at most 1.2e-6 on a CPU with TRL 1.16) and ``GRAD_RTOL = 1e-4`` on
 the gradient relative to its largest entry (measured at most 1.6e-5). A wrong piece (no KL, no clipping, one
 normalisation for all, an unshifted log-probability) misses by at least 100 times a tolerance:
-``tests/test_trainer_check.py``. Not yet measured on a GPU (TRL 1.15 there scores through a Triton kernel, on
-logits from the same fp32 matrix product).
+``tests/test_trainer_check.py``.
+
+On a GPU (not measured here: no card) the same tolerances should hold, for these reasons read from TRL 1.15's
+source: ``create_model_from_path`` loads the model in float32 unless told otherwise, the check's config sets
+``bf16=False`` (no autocast), and the Triton kernel (``trl/kernels/logprob_entropy.py``) computes the
+log-softmax in float32 over blocks of 1024 vocabulary entries: another summation order than torch's
+``log_softmax``, a difference of float32 rounding (about 1e-7 relative per token). What would break them is
+lower precision in the matrix products: TF32 (about 1e-3 relative) or a half-precision model. ``precision_problem``
+refuses both before comparing, so a mismatch on a card is the student's, not the arithmetic's.
 """
 
 from __future__ import annotations
@@ -84,33 +91,57 @@ def _gradient(model, param, loss: torch.Tensor, retain_graph: bool = False) -> t
     return grad
 
 
-def prepared_batch(report: dict, seed: int = 0, noise: float = NOISE, min_length: int = 4) -> dict:
+def precision_problem(model) -> str | None:
+    """Spanish reason why the comparison's tolerances cannot hold on this model and machine, or None."""
+    dtype = next(model.parameters()).dtype
+    if dtype != torch.float32:
+        return (f"El modelo del trainer está en {dtype} y la comparación necesita float32: con menos precisión la "
+                "pérdida de TRL y la tuya difieren más que la tolerancia aunque tu código sea correcto.")
+    if torch.get_float32_matmul_precision() != "highest":
+        return ("Los productos de matrices en float32 usan TF32 (torch.set_float32_matmul_precision("
+                f"{torch.get_float32_matmul_precision()!r})): la comparación necesita 'highest'. Vuelve a "
+                "ponerlo con torch.set_float32_matmul_precision('highest') antes de la comparación.")
+    return None
+
+
+def prepared_tensors(report: dict, seed: int = 0, noise: float = NOISE, min_length: int = 4) -> dict:
     """The step's real batch, ready for the comparison: completions cut at seeded lengths, old and reference
     log-probabilities shifted by a seeded noise.
 
     With 16 new tokens every completion of the bundled model runs to the limit, and with equal lengths
     ``"grpo"``, ``"dapo"`` and ``"dr_grpo"`` give the same number: cutting each completion's mask at a random
     length (as if it had ended there) tells them apart. The kept tokens do not see the cut ones (causal model).
+
+    Every tensor made here lands on the batch's device (CUDA when the trainer ran on a GPU). The seeded draws
+    come from a CPU generator and are then moved, so the cut and the noise are the same numbers on any device.
     """
     trainer, batch = report["trainer"], report["batch"]
+    if (problem := precision_problem(trainer.model)) is not None:
+        raise ValueError(problem)
     gen = torch.Generator().manual_seed(seed)
     mask = batch["completion_mask"].clone()
-    width = mask.shape[1]
-    lengths = torch.randint(min(min_length, width), width + 1, (mask.shape[0],), generator=gen)
-    mask = mask * (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(mask.dtype)
+    device, width = mask.device, mask.shape[1]
+    lengths = torch.randint(min(min_length, width), width + 1, (mask.shape[0],), generator=gen).to(device)
+    mask = mask * (torch.arange(width, device=device).unsqueeze(0) < lengths.unsqueeze(1)).to(mask.dtype)
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention = torch.cat([batch["prompt_mask"], mask], dim=1)
     with torch.no_grad():
         logits = trainer.model(input_ids=ids, attention_mask=attention, logits_to_keep=width + 1).logits
         now = token_logps(logits, ids[:, -(width + 1):], mask)
-    old = (now + noise * torch.randn(now.shape, generator=gen)) * mask
-    ref = (now + noise * torch.randn(now.shape, generator=gen)) * mask
+    old = (now + noise * torch.randn(now.shape, generator=gen).to(now)) * mask
+    ref = (now + noise * torch.randn(now.shape, generator=gen).to(now)) * mask
     inputs = {**batch, "completion_mask": mask, "num_items_in_batch": mask.sum(),
               "old_per_token_logps": old, "ref_per_token_logps": ref}
-    ratio = torch.exp(now - old)[mask.bool()]
-    eps = trainer.args.epsilon
-    return {"inputs": inputs, "ids": ids, "attention": attention, "width": width,
-            "clipped_fraction": float(((ratio < 1 - eps) | (ratio > 1 + eps)).float().mean()),
+    return {"inputs": inputs, "ids": ids, "attention": attention, "width": width, "now": now}
+
+
+def prepared_batch(report: dict, seed: int = 0, noise: float = NOISE, min_length: int = 4) -> dict:
+    """``prepared_tensors`` plus what the table reports of it: the fraction of clipped ratios and the lengths."""
+    batch = prepared_tensors(report, seed, noise, min_length)
+    mask = batch["inputs"]["completion_mask"]
+    ratio = torch.exp(batch.pop("now") - batch["inputs"]["old_per_token_logps"])[mask.bool()]
+    eps = report["trainer"].args.epsilon
+    return {**batch, "clipped_fraction": float(((ratio < 1 - eps) | (ratio > 1 + eps)).float().mean()),
             "lengths": mask.sum(dim=1).tolist()}
 
 
