@@ -143,6 +143,33 @@ def test_the_rules_know_unsloths_parameters_and_defaults(call, path, cls):
     assert set(rules.OTHER_PARAMETERS[call]) <= set(names) | {a.arg for a in args.kwonlyargs}
 
 
+def test_the_precision_rule_is_unsloths_own_check():
+    """``rules.precision_flags_conflict`` agrees with the pinned wheel's ``_precision_flags_conflict`` (run from its
+    source) on every combination of the four flags: the check refuses exactly what would crash the load."""
+    import itertools
+
+    tree = ast.parse(_wheel_text("unsloth", "unsloth/models/loader.py"))
+    wheel_rule = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "_precision_flags_conflict")
+    namespace: dict = {}
+    exec(compile(ast.Module(body=[wheel_rule], type_ignores=[]), "unsloth/models/loader.py", "exec"), namespace)
+    for four, eight, sixteen, fp8 in itertools.product((False, True), (False, True), (False, True),
+                                                       (False, True, "block")):
+        values = {"load_in_4bit": four, "load_in_8bit": eight, "load_in_16bit": sixteen, "load_in_fp8": fp8}
+        assert rules.precision_flags_conflict(values) == namespace["_precision_flags_conflict"](four, eight, sixteen,
+                                                                                               fp8), values
+
+
+def test_the_guard_reads_the_pinned_vllms_allocator_singleton():
+    """``standby.vllm_allocator_exists`` reads ``CuMemAllocator.instance``, the singleton the pinned vLLM sets in
+    ``get_instance`` (and unsloth_zoo's Standby reuses): the mark that a failed load needs a fresh process."""
+    from labs.l72 import standby
+
+    tree = ast.parse(_wheel_text("vllm", standby.CUMEM_MODULE.replace(".", "/") + ".py"))
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "CuMemAllocator")
+    assert any(isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == "instance" for n in cls.body)
+    assert "CuMemAllocator.instance = CuMemAllocator()" in ast.unparse(cls)
+
+
 # ---------------------------------------------------------------------------- the demo and the stand-in
 
 

@@ -158,6 +158,10 @@ def cargar_modelo(FastLanguageModel, perfil):
 def cargar_modelo(FastLanguageModel, perfil):
     return FastLanguageModel.from_pretrained(perfil.unsloth_model, max_seq_length=perfil.max_seq_length,
         load_in_4bit=True, fast_inference=True, max_lora_rank=perfil.lora_r)"""),
+        ("la precisión del perfil y además 16 bits", """
+def cargar_modelo(FastLanguageModel, perfil):
+    return FastLanguageModel.from_pretrained(perfil.unsloth_model, max_seq_length=perfil.max_seq_length,
+        load_in_4bit=perfil.load_in_4bit, load_in_16bit=True, fast_inference=True, max_lora_rank=perfil.lora_r)"""),
         ("un argumento mal escrito", """
 def cargar_modelo(FastLanguageModel, perfil):
     return FastLanguageModel.from_pretrained(perfil.unsloth_model, max_seq_length=perfil.max_seq_length,

@@ -349,17 +349,42 @@ def test_a_gpu_profile_never_falls_back_silently():
             u.choose_backend(RTX, cuda=cuda, installed=installed)
 
 
+def _modules_with_allocator(instance):
+    """``sys.modules`` as the guard reads it, with vLLM's cumem module holding ``instance`` as its singleton."""
+    allocator = SimpleNamespace(CuMemAllocator=type("CuMemAllocator", (), {"instance": instance}))
+    return {**sys.modules, u.standby.CUMEM_MODULE: allocator}
+
+
 def test_a_failed_standby_load_asks_for_a_restart_and_blocks_a_second_try(monkeypatch):
     monkeypatch.setattr(u.standby, "_FAILED_STANDBY_LOAD", None)  # the state lives beside the guard
+    started = _modules_with_allocator(object())
     with pytest.raises(u.UnslothLoadFailed, match="Reinicia el kernel") as err:
-        with u.standby_load_guard(RTX):
+        with u.standby_load_guard(RTX, started):
             raise MemoryError("CUDA out of memory")
     assert "max_seq_length" in str(err.value)
     ran = []
     with pytest.raises(u.UnslothLoadFailed, match="ya falló"):
-        with u.standby_load_guard(RTX):
+        with u.standby_load_guard(RTX, started):
             ran.append(True)
     assert ran == []
+
+
+@pytest.mark.parametrize("modules", [{}, "allocator module, no instance"])
+def test_a_load_refused_before_vllm_started_needs_no_restart(monkeypatch, modules):
+    """Unsloth 2026.10.9 refuses ``load_in_4bit=True, load_in_16bit=True`` before vLLM starts: the call can be fixed
+    and run again in the same kernel (the guard asked for a restart anyway)."""
+    monkeypatch.setattr(u.standby, "_FAILED_STANDBY_LOAD", None)
+    if modules:
+        modules = _modules_with_allocator(None)
+    refusal = "Unsloth: Can only load in 4bit or 8bit or 16bit, not a combination!"
+    with pytest.raises(u.UnslothLoadFailed, match="no hace falta reiniciar") as err:
+        with u.standby_load_guard(RTX, modules):
+            raise RuntimeError(refusal)
+    assert "Reinicia" not in str(err.value) and "Can only load" in str(err.value)
+    ran = []
+    with u.standby_load_guard(RTX, modules):  # a second, corrected call runs
+        ran.append(True)
+    assert ran == [True]
 
 
 def test_command_line_errors_are_spanish_and_exit_2(capsys):

@@ -24,13 +24,14 @@ POSITIONAL = {
 }
 DEFAULTS = {
     "from_pretrained": {"model_name": "unsloth/Llama-3.2-1B-Instruct", "max_seq_length": 2048, "load_in_4bit": True,
+                        "load_in_8bit": False, "load_in_16bit": False, "load_in_fp8": False,
                         "fast_inference": False, "max_lora_rank": 64, "gpu_memory_utilization": 0.5},
     "get_peft_model": {"r": 16, "target_modules": list(LORA_TARGETS), "lora_alpha": 16,
                        "use_gradient_checkpointing": "unsloth", "random_state": 3407},
 }
 OTHER_PARAMETERS = {  # named parameters no rule reads, to tell a misspelt keyword from a harmless extra one
     "from_pretrained": ("device_map", "rope_scaling", "fix_tokenizer", "trust_remote_code", "use_gradient_checkpointing",
-                        "revision", "float8_kv_cache", "random_state", "disable_log_stats", "load_in_fp8"),
+                        "revision", "float8_kv_cache", "random_state", "disable_log_stats"),
     "get_peft_model": ("layers_to_transform", "layers_pattern", "max_seq_length", "use_rslora", "modules_to_save",
                        "init_lora_weights", "loftq_config", "qat_scheme"),
 }
@@ -65,8 +66,24 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+PRECISION_FLAGS = ("load_in_4bit", "load_in_8bit", "load_in_16bit", "load_in_fp8")
+
+
+def precision_flags_conflict(values: dict) -> bool:
+    """Unsloth 2026.10.9's own rule (``_precision_flags_conflict`` in unsloth/models/loader.py, which raises "Can
+    only load in 4bit or 8bit or 16bit, not a combination!"): at most one of the four flags may be on, and
+    ``load_in_fp8`` counts as on for any value but ``False`` (it also takes ``"block"``)."""
+    return (int(bool(values["load_in_4bit"])) + int(bool(values["load_in_8bit"])) + int(bool(values["load_in_16bit"]))
+            + int(values["load_in_fp8"] is not False)) >= 2
+
+
 def from_pretrained_errors(values: dict, profile: Profile) -> list[str]:
     problems = []
+    if precision_flags_conflict(values):
+        on = [f"{flag}={values[flag]!r}" for flag in PRECISION_FLAGS
+              if (values[flag] is not False if flag == "load_in_fp8" else bool(values[flag]))]
+        problems.append(f"{', '.join(on)}: Unsloth carga los pesos con una sola precisión y, con más de una "
+                        "activada, se niega a cargar (\"Can only load in 4bit or 8bit or 16bit\").")
     name = values["model_name"]
     if not isinstance(name, str) or not model_ids.same_model(name, profile.unsloth_model):
         known = model_ids.unsloth_table().knows(name) if isinstance(name, str) else None

@@ -102,9 +102,24 @@ RESTART_ES = (
 )
 
 
+CUMEM_MODULE = "vllm.device_allocator.cumem"
+
+
+def vllm_allocator_exists(modules=None) -> bool:
+    """Has this process created vLLM's sleep-mode allocator (the singleton ``CuMemAllocator.instance``)?
+
+    It is what makes a failed load unrepeatable in the same process. Unsloth refuses some calls before vLLM
+    starts (its precision flags, an unknown model name): then no allocator exists and the call can be fixed
+    and run again without a restart.
+    """
+    cumem = (sys.modules if modules is None else modules).get(CUMEM_MODULE)
+    return getattr(getattr(cumem, "CuMemAllocator", None), "instance", None) is not None
+
+
 @contextlib.contextmanager
-def standby_load_guard(profile: Profile):
-    """Wrap ``FastLanguageModel.from_pretrained``: a failure becomes a Spanish "restart the kernel"."""
+def standby_load_guard(profile: Profile, modules=None):
+    """Wrap ``FastLanguageModel.from_pretrained``: a failure after vLLM's allocator started becomes a Spanish
+    "restart the kernel"; one before it says what failed and that a corrected call can run in this process."""
     global _FAILED_STANDBY_LOAD
     if _FAILED_STANDBY_LOAD is not None:
         raise UnslothLoadFailed(
@@ -115,6 +130,10 @@ def standby_load_guard(profile: Profile):
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if not vllm_allocator_exists(modules):
+            raise UnslothLoadFailed(f"La carga del modelo falló antes de arrancar vLLM: {type(exc).__name__}: "
+                                    f"{str(exc)[:500]}. Corrige la llamada y vuelve a ejecutar la celda; no hace "
+                                    "falta reiniciar: vLLM no llegó a cargarse.") from exc
         _FAILED_STANDBY_LOAD = f"{type(exc).__name__}: {str(exc)[:300]}"
         oom = "memory" in str(exc).lower() or isinstance(exc, MemoryError)
         hint = ""
