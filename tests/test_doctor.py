@@ -497,3 +497,33 @@ def test_unsloth_repo_comes_from_the_probe_map_when_it_differs_from_the_recorded
     record["unsloth_repos"]["_source"] = "unsloth 2099.1.1 instalado (unsloth/models/mapper.py)"
     hub = by_name(evaluate(record))[C.HUB]
     assert hub.level == ERROR and "unsloth/Qwen3-4B-Instruct-2507-bnb-4bit" in hub.detail
+
+
+# --- Qwen3's <think> and TRL's decode step (labs.training.reasoning) --------------------------------
+
+
+def test_a_downloaded_tokenizer_that_would_hide_the_reasoning_is_named():
+    record = load("rtx5090_good")
+    name = "Qwen/Qwen3-4B-Instruct-2507"
+    record["hf_cache_models"][name]["reasoning"] = {"parser": ["response_template"], "special_think_tags": []}
+    check = by_name(evaluate(record))[C.REASONING]
+    assert check.level == WARNING and name in check.detail and "reasoning_content" in check.detail
+    assert "python -m labs rehearse" in check.fix_es
+    record["hf_cache_models"][name]["reasoning"] = {"parser": [], "special_think_tags": ["<think>"]}
+    assert "skip_special_tokens" in by_name(evaluate(record))[C.REASONING].detail
+    # not downloaded yet: said, not a warning
+    record["hf_cache_models"][name].pop("reasoning")
+    check = by_name(evaluate(record))[C.REASONING]
+    assert check.level == OK and "no comprobado" in check.detail
+    assert C.REASONING not in by_name(evaluate(load("cpu_only")))  # the bundled model has no hub tokenizer
+
+
+def test_the_probe_reads_the_cached_tokenizer_files(tmp_path):
+    snapshot = tmp_path / "models--Qwen--Qwen3-4B-Instruct-2507" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    assert hf_cached_model("Qwen/Qwen3-4B-Instruct-2507", tmp_path)["reasoning"] is None
+    (snapshot / "tokenizer_config.json").write_text(json.dumps({"response_template": {"fields": {}}}))
+    (snapshot / "tokenizer.json").write_text(json.dumps({"added_tokens": [
+        {"id": 1, "content": "<think>", "special": True}, {"id": 2, "content": "</think>", "special": False}]}))
+    assert hf_cached_model("Qwen/Qwen3-4B-Instruct-2507", tmp_path)["reasoning"] == {
+        "parser": ["response_template"], "special_think_tags": ["<think>"]}

@@ -17,24 +17,27 @@ from __future__ import annotations
 from labs.doctor.checks_common import (
     BUSY_GPU_GIB, COURSE_BACKENDS, CPU_BLOCKERS, CPU_CONFLICTS, CPU_PRECISION, DATA, DEFAULT_TORCH_INDEX, DISK, DISK_MARGIN, DRIVER,
     ERROR, GIB, GPU, GPU_PROFILE_MIN_GIB, HUB, LEVEL_LABELS, MIN_BLACKWELL_DRIVER, MIN_CUDA13_DRIVER, MIN_PYTHON,
-    MODEL, OK, PACKAGES, PINNED_PACKAGES, PINS, PROFILE, PYTHON, REQUIRED, TORCH, UNSLOTH, VLLM, WANDB, WARNING,
+    MODEL, OK, PACKAGES, PINNED_PACKAGES, PINS, PROFILE, PYTHON, REASONING, REQUIRED, TORCH, UNSLOTH, VLLM, WANDB,
+    WARNING,
     Check, _as_dict, arch_supports, matches_pin, range_text, satisfies,
 )
 from labs.doctor.checks_stack import (
     check_cpu_conflicts, check_cpu_precision, check_driver, check_gpu, check_packages, check_pins, check_python, check_torch,
     check_unsloth, check_vllm, required_driver, resolve_profile,
 )
-from labs.doctor.checks_storage import check_data, check_disk, check_hub, check_model, check_wandb, hub_needs
+from labs.doctor.checks_storage import (
+    check_data, check_disk, check_hub, check_model, check_reasoning, check_wandb, hub_needs,
+)
 from labs.core.profiles import Profile
 
 __all__ = [
     "BUSY_GPU_GIB", "COURSE_BACKENDS", "CPU_BLOCKERS", "CPU_CONFLICTS", "CPU_PRECISION", "DATA", "DEFAULT_TORCH_INDEX", "DISK",
     "DISK_MARGIN", "DRIVER", "ERROR", "GIB", "GPU", "GPU_PROFILE_MIN_GIB", "HUB", "LEVEL_LABELS",
     "MIN_BLACKWELL_DRIVER", "MIN_CUDA13_DRIVER", "MIN_PYTHON", "MODEL", "OK", "PACKAGES", "PINNED_PACKAGES",
-    "PINS", "PROFILE", "PYTHON", "REQUIRED", "TORCH", "UNSLOTH", "VLLM", "WANDB", "WARNING",
+    "PINS", "PROFILE", "PYTHON", "REASONING", "REQUIRED", "TORCH", "UNSLOTH", "VLLM", "WANDB", "WARNING",
     "Check", "arch_supports", "matches_pin", "range_text", "satisfies",
     "check_cpu_conflicts", "check_cpu_precision", "check_data", "check_disk", "check_driver", "check_gpu", "check_hub", "check_model",
-    "check_packages", "check_pins", "check_python", "check_torch", "check_unsloth", "check_vllm", "check_wandb",
+    "check_packages", "check_pins", "check_python", "check_reasoning", "check_torch", "check_unsloth", "check_vllm", "check_wandb",
     "hub_needs", "required_driver", "resolve_profile",
     "errors", "evaluate", "verdict",
 ]
@@ -63,6 +66,7 @@ def evaluate(record, profile: Profile | str | None = None,
         check_cpu_conflicts(r, chosen),
         check_cpu_precision(r, chosen),
         check_model(r, chosen, backends),
+        check_reasoning(r, chosen, backends),
         check_data(r, chosen),
         check_disk(r, chosen, backends),
         check_hub(r, chosen, backends),

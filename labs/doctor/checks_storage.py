@@ -7,7 +7,7 @@ Each check is a pure function of the probe record and the profile (see ``labs.do
 from __future__ import annotations
 
 from labs.doctor.checks_common import (
-    DATA, DISK, DISK_MARGIN, ERROR, HUB, MODEL, OK, WANDB, WARNING, Check, _gb, _pip_pins, _stack,
+    DATA, DISK, DISK_MARGIN, ERROR, HUB, MODEL, OK, REASONING, WANDB, WARNING, Check, _gb, _pip_pins, _stack,
 )
 from labs.doctor.downloads import COURSE_CACHE, HF_CACHE, Download, downloads_for, is_hub_id, models_for
 from labs.core.profiles import BUNDLED_MODEL, PROFILE_ENV, Profile
@@ -56,6 +56,28 @@ def check_model(r: dict, profile: Profile, backends: tuple[str, ...]) -> Check:
         else:
             parts.append(f"{name} (carpeta local)")
     return Check(MODEL, OK, "; ".join(parts) + ".")
+
+
+def check_reasoning(r: dict, profile: Profile, backends: tuple[str, ...]) -> Check | None:
+    """What TRL's decode step would do to ``<think>…</think>`` with each downloaded hub tokenizer of the profile.
+
+    The course fixes both cases when it builds the trainer (``labs.training.reasoning``), so a finding is a
+    warning (the run differs from a plain TRL run, and run.json says how), never an error. None on the bundled model.
+    """
+    from labs.training.reasoning import describe_es
+
+    names = [n for n in models_for(profile, backends, r.get("unsloth_repos")) if is_hub_id(n)]
+    if not names:
+        return None
+    cached = r.get("hf_cache_models") or {}
+    found = {name: (cached.get(name) or {}).get("reasoning") for name in names}
+    lines = [f"{name}: {describe_es(facts)}" for name, facts in found.items()]
+    flagged = any(f and (f.get("parser") or f.get("special_think_tags")) for f in found.values())
+    if flagged:
+        return Check(REASONING, WARNING, "; ".join(lines) + ".",
+                     "Nada que hacer: el ensayo comprueba que las recompensas ven el razonamiento antes del primer "
+                     "paso (`python -m labs rehearse`).")
+    return Check(REASONING, OK, "; ".join(lines) + ".")
 
 
 def check_data(r: dict, profile: Profile) -> Check:

@@ -31,6 +31,7 @@ from labs.doctor.downloads import hub_models_of_all_profiles
 from labs.doctor.gpu_stack import unsloth_repo_map, vllm_cuda_facts
 from labs.core.cpu_bf16 import cpu_facts
 from labs.core.paths import GSM8K_DIR, cache_dir
+from labs.training.reasoning import tokenizer_file_facts
 from labs.core.wandb_account import wandb_facts  # noqa: F401  re-exported: the doctor reports it
 
 SCHEMA_VERSION = 1
@@ -267,7 +268,11 @@ def hf_cached_model(model_id: str, hub_cache: Path) -> dict:
         if complete and (snapshot / "config.json").exists():
             break
         complete = False
-    return {"complete": complete, "bytes": size}
+    snapshots = sorted((repo / "snapshots").glob("*")) if repo.is_dir() else []
+    tokenizer = next((s for s in snapshots if (s / "tokenizer_config.json").exists()), None)
+    # what TRL's decode step would do to Qwen3's <think> with this tokenizer (labs.training.reasoning)
+    reasoning = tokenizer_file_facts(tokenizer) if tokenizer is not None else None
+    return {"complete": complete, "bytes": size, "reasoning": reasoning}
 
 
 def bundled_model_facts() -> dict:

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from labs.training import data as course_data
-from labs.training import console, evaluation, format_pass, models, preflight, recipe, runrecord
+from labs.training import console, evaluation, format_pass, models, preflight, reasoning, recipe, runrecord
 from labs.core import distributed, resources, runinfo
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
@@ -164,6 +164,8 @@ class Lab:
         beside it) and said here, so the run folder never claims the profile's value.
         """
         self.trainer = trainer
+        # every process: the tokenizer is loaded anew, and Qwen3's <think> must reach the rewards (issue 41)
+        reasoning.prepare_trainer_tokenizer(trainer, None if self.resumed else self.run)
         self.generate = generator(trainer, self.profile)
         if self.resumed:  # run.json stays as the run's start wrote it; the values used then must hold
             runrecord.check_resume(self.run, accept=self.accept_changes, write=distributed.is_main_process(),

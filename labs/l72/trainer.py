@@ -23,7 +23,7 @@ import math
 
 from labs.core.profiles import Profile
 from labs.core.runfolder import RUN_JSON, RunFolder, read_json, write_json
-from labs.training import recipe
+from labs.training import reasoning, recipe
 
 # TRL's value of every GRPOConfig keyword that Unsloth's wrapper would otherwise swap and that the
 # recipe (labs.training.recipe.grpo_config_kwargs) does not already pass. These are TRL 1.15/1.16 and
@@ -137,9 +137,11 @@ def record_trainer_settings(run: RunFolder, kwargs: dict, trainer, show=print) -
 
 
 def prepare_trainer(trainer, run: RunFolder, kwargs: dict, show=print):
-    """What L7.2 does to a freshly built GRPOTrainer: drop TRL's ``"ref"`` adapter, record its settings."""
+    """What L7.2 does to a freshly built GRPOTrainer: drop TRL's ``"ref"`` adapter, record its settings, and let
+    Qwen3's ``<think>`` reach the rewards (``labs.training.reasoning``)."""
     drop_reference_adapter(trainer.model, show=show)
     record_trainer_settings(run, kwargs, trainer, show=show)
+    reasoning.prepare_trainer_tokenizer(trainer, run, show=show)
     return trainer
 
 

@@ -19,7 +19,7 @@ from labs.l72.memory import MemoryFraction, engine_memory_fraction
 from labs.rehearsal import budget, engine_shift
 from labs.rehearsal.measure import adapter_effect, mean_completion_tokens, run_disk, step_timer, summarize_holdout
 from labs.training import data as course_data
-from labs.training import evaluation
+from labs.training import evaluation, reasoning
 
 ENGINE_TOLERANCE = 1e-4  # largest engine-vs-trainer weight difference that still counts as "the same"
 
@@ -121,6 +121,7 @@ def run_l71(profile: Profile, root: Path) -> dict:
     lab = l71.Lab(rp, run_name=str(root / "l71"))
     try:
         trainer, timer = _trainer_with_timer(lab)
+        sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step
         fraction = _fraction(rp, trainer)
         holdout = base_holdout(lab, profile)
         lab.evaluate_base()
@@ -142,7 +143,8 @@ def run_l71(profile: Profile, root: Path) -> dict:
     return {"lab": "L7.1", "backend": "trl", **part, "vllm_fraction": fraction, "base_holdout": holdout,
             "format_reward_start": first_logged(lab.run, "rewards/format_reward/mean"),
             "eval": _eval_fields(summary), "engine_output_shift": shift,
-            "checks": {"engine_uses_trained_weights": check}}
+            "checks": {"engine_uses_trained_weights": check,
+                       "rewards_see_reasoning": sees_reasoning}}
 
 
 def first_logged(run, key: str) -> float | None:
@@ -181,6 +183,7 @@ def run_l72_cpu(profile: Profile, root: Path) -> dict:
     lab = FallbackLab(rp, run_name=str(root / "l72"))
     try:
         trainer, timer = _trainer_with_timer(lab)
+        sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step
         base = lab.evaluate_base()
         lab.train()
         summary = lab.evaluate_trained()  # refuses when the engine lacks the adapter (require_engine_has_adapter)
@@ -191,6 +194,7 @@ def run_l72_cpu(profile: Profile, root: Path) -> dict:
     check = lab.engine_check or {}
     differ = sum(b["completion"] != t["completion"] for b, t in zip(base, trained))
     checks = {
+        "rewards_see_reasoning": sees_reasoning,
         "engine_uses_trained_weights": {"ok": bool(check.get("engine_has_adapter")),
                                         "how": "pesos del motor = base + LoRA fusionado", **check},
         "adapter_changes_model": {"ok": check.get("adapter_max_delta", 0.0) > 0,

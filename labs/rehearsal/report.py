@@ -13,6 +13,7 @@ CHECK_LABELS = {
     "engine_uses_trained_weights": "El motor de generación usa los pesos entrenados",
     "adapter_changes_model": "El adaptador LoRA cambia el modelo",
     "trained_eval_through_lora_request": "La evaluación del modelo entrenado pasa por lora_request",
+    "rewards_see_reasoning": "Las recompensas ven <think>…</think> tal como TRL decodifica",
 }
 
 NOT_CHECKED_ON_CPU = (

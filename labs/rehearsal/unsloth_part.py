@@ -17,6 +17,7 @@ from labs.core.profiles import Profile
 from labs.core.resources import ResourceMonitor
 from labs.rehearsal import budget
 from labs.rehearsal.measure import adapter_effect, mean_completion_tokens, run_disk, step_timer
+from labs.training import reasoning  # no TRL or transformers at import: the unsloth-first order holds
 
 PROBE_PROMPTS = 4
 PROBE_TOKENS = 48
@@ -61,6 +62,7 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
             rp, reward_funcs, run, backend, show=lambda line: print(f"[ensayo] {line}"))
         timer = step_timer()
         trainer.add_callback(timer)
+        sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step
         probe_rows = splits["eval"][:PROBE_PROMPTS]
         base = evaluate_unsloth(splits["eval"], model, tokenizer, run, "base", rp.eval_max_new_tokens)
         recipe.train(trainer, rp, run)
@@ -90,5 +92,6 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
             "engine_uses_trained_weights": {"ok": effect["changes_output"], "how": "lora_request en vLLM", **effect},
             "adapter_changes_model": {"ok": effect["changes_output"], **effect},
             "trained_eval_through_lora_request": request,
+            "rewards_see_reasoning": sees_reasoning,
         },
     }
