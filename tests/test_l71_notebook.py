@@ -84,3 +84,21 @@ def test_a_bad_settings_file_stops_the_terminal_with_a_spanish_message(runs, cap
     path.write_text('{"values": {"max_prompt_length": 512}}')
     assert main(["--profile", "ci"]) == 2
     assert "no acepta: max_prompt_length" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("folder", ["sources", "notebooks"])
+def test_the_errata_8_cell_prints_only_the_error(folder, monkeypatch, capsys):
+    """Erratum 8 (GRPOConfig() without a GPU): the cell shows TRL's ValueError and the line about this process,
+    nothing before them (transformers printed "[INFO] Running in WANDB offline mode" when the child inherited
+    WANDB_MODE=offline, which `make` and the suite set)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / folder / "L7_1_grpo_trl_vllm.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    source = next("".join(c["source"]) for c in cells if c["cell_type"] == "code" and "sin_gpu = " in "".join(c["source"]))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    exec(compile(source, f"{folder}/L7_1 errata 8", "exec"), {})
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("En este proceso:"), lines
+    assert lines[0].startswith("ValueError:") or lines[0].startswith("Sin error"), lines
