@@ -138,3 +138,18 @@ def test_no_command_a_student_copies_names_a_5090_profile(tmp_path, monkeypatch)
     base = get_profile("rtx5090-base")
     assert terminal_command(base) == student_command("l71", base) == "python -m labs l71"
     assert student_command("l71", "rtx5090") == "python -m labs l71 --profile rtx5090"  # another one is named
+
+
+def test_the_next_step_follows_the_run_area(tmp_path):
+    """`make` on a GPU (`python -m labs next`): the rehearsal first, then the student's choice, then L7.1 on it."""
+    from labs.core import profile_choice
+    from labs.route.next_step import ACCEPT_COMMAND, next_step
+
+    assert next_step(tmp_path)[0] == ["rehearse"]
+    (tmp_path / "rehearsal-gpu").mkdir()
+    (tmp_path / "rehearsal-gpu" / "rehearsal.json").write_text("{}")
+    step, why = next_step(tmp_path)
+    assert step == [] and ACCEPT_COMMAND in why  # nothing trains a profile the student has not chosen
+    profile_choice.save_choice("rtx5090-base", root=tmp_path)
+    step, why = next_step(tmp_path)
+    assert step == ["l71"] and "rtx5090-base" in why

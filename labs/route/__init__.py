@@ -65,7 +65,8 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
     unsloth = sum(d.bytes / 1e9 for d in downloads_for(l72_profile, COURSE_BACKENDS)
                   if d.from_hub and "unsloth" in d.name.lower())
     steps = [
-        Step(TERMINAL, "make STACK=gpu setup", "instala la pila de GPU (requirements-gpu.txt) en .venv"),
+        Step(TERMINAL, "make setup", "instala la pila de GPU (requirements-gpu.txt) en .venv-gpu (make la elige al ver la GPU); "
+             "después, source .venv-gpu/bin/activate"),
         Step(NOTEBOOK, "00_empieza_aqui.ipynb", "el doctor, tu perfil y esta ruta (lo demás, en 00b_apendice.ipynb)"),
         Step(TERMINAL, "python -m labs doctor", "comprueba controlador, torch (sm_120), versiones, disco, hub y wandb"),
         Step(TERMINAL, "python -m labs rehearse", "ensayo de unos 10 minutos de todo el recorrido en tu GPU, antes de las horas de verdad; "
