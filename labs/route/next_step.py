@@ -17,6 +17,12 @@ from labs.core import profile_choice
 from labs.grading import outlook
 
 ACCEPT_COMMAND = "python -m labs profile --accept"
+HELP_ES = (
+    "Uso: python -m labs next [opciones del paso]\n"
+    "Ejecuta el siguiente paso de terminal de la ruta (lo que hace make en una máquina con GPU): el ensayo si aún no "
+    "hay ninguno; si ya lo hay y no has guardado perfil, solo te dice cómo guardarlo; con un perfil guardado, el lab "
+    "L7.1 con él. Las opciones pasan al paso."
+)
 
 
 def next_step(root: Path | str | None = None) -> tuple[list[str], str]:
@@ -38,7 +44,7 @@ def next_step(root: Path | str | None = None) -> tuple[list[str], str]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv or [])
     if {"-h", "--help"} & set(argv):
-        print("Uso: python -m labs next [opciones del paso]\n" + __doc__.split("\n\n")[1].replace("\n", " "))
+        print(HELP_ES)
         return 0
     step, why = next_step()
     if not step:
