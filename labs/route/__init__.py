@@ -4,10 +4,10 @@
 where it runs (a terminal for anything that trains for hours, the notebook for what only reads or explains),
 its planned hours and disk (``labs.vram.timeplan``: planned, not measured, until someone times a 5090), and
 what to do before the next one (shut the kernel down: a vLLM engine keeps its GPU memory until its process
-ends). ``render_es(steps)`` prints them for notebook 00; the README's 5090 table quotes the same commands and
-figures (tests/test_route.py checks it).
+ends). ``render_es(steps)`` prints them for notebook 00; the README's 5090 table quotes the same terminal commands,
+in order, without the figures (tests/test_route.py checks it).
 
-The commands name no profile: from step 4b on every command uses the saved one (and prints it first), so a
+The commands name no profile: from the saved choice on every command uses the saved one (and prints it first), so a
 copied command never trains a profile the student did not choose; L7.2's command picks ``rtx5090`` itself.
 """
 
