@@ -39,13 +39,15 @@ def _plan(tmp_path: Path, *args: str, nvidia_smi: str | None) -> str:
     for name in COPIED:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)
-    # Only the system's folders, so the machine running the test lends no nvidia-smi of its own.
-    path = [p for p in ("/usr/local/bin", "/usr/bin", "/bin") if Path(p).is_dir()]
-    if nvidia_smi is not None:
-        path.insert(0, str(_stand_in(tmp_path / "bin", nvidia_smi)))
+    # PATH holds grep (the stack's choice pipes nvidia-smi into it) and the stand-in, nothing else: a machine with a
+    # real nvidia-smi (a GPU runner) lends none. make is called by its full path, so `$(MAKE)` finds itself.
+    tools = _stand_in(tmp_path / "bin", nvidia_smi) if nvidia_smi is not None else tmp_path / "bin"
+    tools.mkdir(exist_ok=True)
+    (tools / "grep").symlink_to(shutil.which("grep"))
     env = {k: v for k, v in os.environ.items() if k not in ("STACK", "VENV", "GPU_VENV", "MAKEFLAGS", "MAKELEVEL")}
-    env["PATH"] = os.pathsep.join(path)
-    done = subprocess.run(["make", "-n", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    env["PATH"] = str(tools)
+    done = subprocess.run([shutil.which("make"), "-n", *args], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     assert not (repo / ".venv").exists() and not (repo / ".venv-gpu").exists()  # a plan, nothing installed
     return done.stdout
