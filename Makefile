@@ -1,11 +1,14 @@
-# Two commands (see README):
-#   make        set up .venv if needed, then run the main job: lab L7.1 on the default profile
-#   make test   set up .venv if needed, then run the whole test suite (unit, training, notebooks);
-#               with STACK=gpu: the unit tests, then the 10-minute rehearsal on the GPU (python -m labs rehearse)
+# Two commands (see README; docs/testing.md for the rest):
+#   make        set up the machine's stack if needed, then run its main job: where `nvidia-smi -L` lists an NVIDIA
+#               GPU, the GPU stack in .venv-gpu and the route's next step (python -m labs next); elsewhere the CPU
+#               stack in .venv and lab L7.1 on the cpu profile
+#   make test   set up the same stack if needed, then test it: on the CPU stack the whole suite (unit, training,
+#               notebooks); on the GPU stack the unit tests, then the 10-minute rehearsal (python -m labs rehearse)
 #   make test-gpu-stack   CI's second leg: the GPU stack installed into .venv-gpu, tested as far as a CPU allows
 #
-# The virtual environment is rebuilt when requirements.txt or this Makefile changes.
-# On a machine with an NVIDIA GPU, `make STACK=gpu` installs requirements-gpu.txt instead.
+# STACK=cpu or STACK=gpu on the command line overrides the machine's choice. Each stack has its own virtual
+# environment (VENV defaults by stack), so one never installs over the other; each is rebuilt when its
+# requirements file or this Makefile changes. tests/test_make_plan.py checks both plans with a stand-in nvidia-smi.
 
 PYTHON ?= python3
 # CI's machine sets PYTHONDONTWRITEBYTECODE=1, and a process that may not write .pyc files compiles torch,
@@ -14,8 +17,20 @@ PYTHON ?= python3
 # one reads it: about 5,900 files, the ones the course imports. Compiling all 28,700 files of the venv at
 # install instead (uv --compile-bytecode) took 39-88 s of the install on 2 cores.
 unexport PYTHONDONTWRITEBYTECODE
-VENV ?= .venv
+# The machine's stack: `nvidia-smi -L` prints one "GPU <n>: <name> (UUID: ...)" line per GPU it can reach, and
+# nothing on stdout where the driver is missing or not loaded (it exits non-zero then).
+NVIDIA_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -m1 '^GPU [0-9]')
+ifneq ($(NVIDIA_GPU),)
+STACK ?= gpu
+else
 STACK ?= cpu
+endif
+GPU_VENV ?= .venv-gpu
+ifeq ($(STACK),gpu)
+VENV ?= $(GPU_VENV)
+else
+VENV ?= .venv
+endif
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # One retry per index: an index that is unreachable on offline build machines (PyTorch's CPU index) then
@@ -57,15 +72,21 @@ CHECK_MARKERS := not trains and not notebook
 # every module of labs/ and rewards/, the GPU labs' paths up to CUDA (tests/test_gpu_stack_paths.py) and the
 # student notebooks' setup cells and exercise checks (marker exercise_checks). Tests marked cpu_stack skip with
 # their reason; TRL 1.15 cannot take a GRPO step on a CPU, so the training tests stay on the CPU stack.
-GPU_VENV ?= .venv-gpu
 GPU_STACK_MARKERS := not trains and (not slow or exercise_checks)
 
 .PHONY: all lab test check setup clean-venv list-notebooks notebooks test-gpu-stack
 
 all: lab
 
+ifeq ($(STACK),gpu)
+# The route's next terminal step on the saved profile (labs/route/next_step.py): the rehearsal until a profile is
+# saved, then L7.1.
 lab: $(STAMP)
-	WANDB_MODE=$${WANDB_MODE:-offline} $(PY) -m labs l71 $(ARGS)
+	WANDB_MODE=$${WANDB_MODE:-offline} $(PY) -m labs next $(ARGS)
+else
+lab: $(STAMP)
+	WANDB_MODE=$${WANDB_MODE:-offline} $(PY) -m labs l71 --profile cpu $(ARGS)
+endif
 
 ifeq ($(STACK),gpu)
 # On the GPU stack (TRL 1.15, which cannot train GRPO on a CPU) the CPU-profile training tests and the

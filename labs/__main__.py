@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, str] = {
     "profile": "labs.route.choose",
     "l71": "labs.l71",
     "l72": "labs.l72",
+    "next": "labs.route.next_step",
     "grade": "labs.grading",
     "rehearse": "labs.rehearsal",
     "sweep": "labs.exercises.sweep",

@@ -53,24 +53,6 @@ def test_the_rendered_route_labels_every_figure_as_planned(steps):
     assert "python -m labs rehearse" in text and "[terminal] python -m labs sweep E2  " in text
 
 
-def test_the_readme_route_shows_the_planned_figures(steps):
-    """The README's 5090 table quotes labs.route's planned hours and disk: a change to the plan must reach it."""
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    rows = {}
-    for line in readme.splitlines():
-        m = re.match(r"\| \d+ \| terminal \| `python -m labs (l71|vram`, then `python -m labs l72|sweep E\d)[^|]*\| ([\d.]+) \| ([\d.]+)", line)
-        if m:
-            rows[m.group(1).split()[-1]] = (float(m.group(2)), float(m.group(3)))
-    planned = {s.what.split()[4 if "sweep" in s.what else 3]: s for s in steps if s.hours is not None and "E4" not in s.what}
-    assert set(rows) == {"l71", "l72", "E1", "E2", "E3"}, rows
-    for key, (hours, disk) in rows.items():
-        step = planned[key]
-        assert hours == pytest.approx(step.hours, abs=0.051) and disk == pytest.approx(step.disk_gb, abs=0.051), key
-
-
 def test_the_route_follows_the_saved_profile_and_keeps_l72_on_the_instruct_one(tmp_path, monkeypatch):
     from labs.core import profile_choice
     from labs.route import route_profile
@@ -138,3 +120,18 @@ def test_no_command_a_student_copies_names_a_5090_profile(tmp_path, monkeypatch)
     base = get_profile("rtx5090-base")
     assert terminal_command(base) == student_command("l71", base) == "python -m labs l71"
     assert student_command("l71", "rtx5090") == "python -m labs l71 --profile rtx5090"  # another one is named
+
+
+def test_the_next_step_follows_the_run_area(tmp_path):
+    """`make` on a GPU (`python -m labs next`): the rehearsal first, then the student's choice, then L7.1 on it."""
+    from labs.core import profile_choice
+    from labs.route.next_step import ACCEPT_COMMAND, next_step
+
+    assert next_step(tmp_path)[0] == ["rehearse"]
+    (tmp_path / "rehearsal-gpu").mkdir()
+    (tmp_path / "rehearsal-gpu" / "rehearsal.json").write_text("{}")
+    step, why = next_step(tmp_path)
+    assert step == [] and ACCEPT_COMMAND in why  # nothing trains a profile the student has not chosen
+    profile_choice.save_choice("rtx5090-base", root=tmp_path)
+    step, why = next_step(tmp_path)
+    assert step == ["l71"] and "rtx5090-base" in why

@@ -124,8 +124,25 @@ def standard_tests(checks: Checks, wrong: dict, right: dict, questions=None):
             test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes)
 
 
+# English library noise a student must not see (issue 40, item 3): progress bars (frozen at 0 % in a stored notebook),
+# transformers' wandb info line, FutureWarnings. labs.core.quiet.quiet_notebook, the first call of every notebook,
+# turns the first two off; a FutureWarning is a deprecation the course's own code should stop triggering.
+LIBRARY_NOISE = re.compile(r"Loading weights|Tokenizing|Writing model shards|\[INFO\]|FutureWarning|it/s\]|s/it\]")
+
+
+def library_noise(nb) -> list[tuple[str, str]]:
+    """(the cell's opening, the line) for every output line of ``nb``, streams and displayed text, that is library noise."""
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
+            found += [(cell_text(cell)[:60], line.strip()[:200]) for line in re.split(r"[\r\n]", text) if LIBRARY_NOISE.search(line)]
+    return found
+
+
 def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):
-    """Run All on a student notebook as generated (every exercise a stub), in ``tmp_path``: no cell may raise.
+    """Run All on a student notebook as generated (every exercise a stub), in ``tmp_path``: no cell may raise, and no
+    output may hold English library noise (``LIBRARY_NOISE``).
 
     ``leave_out``: texts of cells to skip (long runs that use no student function: running them is nbval's job).
     Returns what each cell containing ``guard`` (the call that names an unwritten exercise) printed.
@@ -143,6 +160,8 @@ def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):
     errors = [(cell_text(c)[:60], o.get("ename"), o.get("evalue")) for c in nb.cells for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, errors
+    noise = library_noise(nb)
+    assert not noise, noise
     code = [c for c in nb.cells if c.cell_type == "code"]
     guarded = [c for c in code[1:] if guard in cell_text(c)]  # not the first cell: the notebook's imports and setup
     return ["".join(o.get("text", "") for o in c.outputs) for c in guarded], nb

@@ -4,10 +4,10 @@
 where it runs (a terminal for anything that trains for hours, the notebook for what only reads or explains),
 its planned hours and disk (``labs.vram.timeplan``: planned, not measured, until someone times a 5090), and
 what to do before the next one (shut the kernel down: a vLLM engine keeps its GPU memory until its process
-ends). ``render_es(steps)`` prints them for notebook 00; the README's 5090 table quotes the same commands and
-figures (tests/test_route.py checks it).
+ends). ``render_es(steps)`` prints them for notebook 00; the README's 5090 table quotes the same terminal commands,
+in order, without the figures (tests/test_route.py checks it).
 
-The commands name no profile: from step 4b on every command uses the saved one (and prints it first), so a
+The commands name no profile: from the saved choice on every command uses the saved one (and prints it first), so a
 copied command never trains a profile the student did not choose; L7.2's command picks ``rtx5090`` itself.
 """
 
@@ -65,7 +65,8 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
     unsloth = sum(d.bytes / 1e9 for d in downloads_for(l72_profile, COURSE_BACKENDS)
                   if d.from_hub and "unsloth" in d.name.lower())
     steps = [
-        Step(TERMINAL, "make STACK=gpu setup", "instala la pila de GPU (requirements-gpu.txt) en .venv"),
+        Step(TERMINAL, "make setup", "instala la pila de GPU (requirements-gpu.txt) en .venv-gpu (make la elige al ver la GPU); "
+             "después, source .venv-gpu/bin/activate"),
         Step(NOTEBOOK, "00_empieza_aqui.ipynb", "el doctor, tu perfil y esta ruta (lo demás, en 00b_apendice.ipynb)"),
         Step(TERMINAL, "python -m labs doctor", "comprueba controlador, torch (sm_120), versiones, disco, hub y wandb"),
         Step(TERMINAL, "python -m labs rehearse", "ensayo de unos 10 minutos de todo el recorrido en tu GPU, antes de las horas de verdad; "

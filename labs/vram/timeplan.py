@@ -1,7 +1,7 @@
 """A time and disk plan for a run on an RTX 5090, computed before anything runs: planned, not measured.
 
-Nobody on the course team has timed the ``rtx5090`` profile on a 5090 yet, so the route (notebook 00,
-the README) gives these figures, labelled "planificado, no medido", until a measurement replaces them.
+Nobody on the course team has timed the ``rtx5090`` profile on a 5090 yet, so the route (notebook 00)
+gives these figures, labelled "planificado, no medido", until a measurement replaces them.
 The arithmetic, with every assumption named:
 
 * **Generation** (vLLM, colocate): decoding is limited by memory bandwidth, so one decode iteration

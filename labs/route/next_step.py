@@ -1,0 +1,55 @@
+"""``python -m labs next``: the route's next terminal step on a GPU machine, run for the student (what ``make`` runs there).
+
+The route (``labs.route.route``) goes doctor, rehearsal, saved profile, then L7.1. Which of them comes next is read
+from the run area, never guessed from a default: with no saved profile and no rehearsal it is the rehearsal (it
+tries the recommended profile in ten minutes and ends recommending one); with a rehearsal but no saved profile
+it is the student's own choice, so nothing trains and the command to save it is printed; with a saved profile it
+is lab L7.1 on that profile (a finished run returns at once, an unfinished one continues from its checkpoint).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from labs.core import profile_choice
+from labs.grading import outlook
+
+ACCEPT_COMMAND = "python -m labs profile --accept"
+HELP_ES = (
+    "Uso: python -m labs next [opciones del paso]\n"
+    "Ejecuta el siguiente paso de terminal de la ruta (lo que hace make en una máquina con GPU): el ensayo si aún no "
+    "hay ninguno; si ya lo hay y no has guardado perfil, solo te dice cómo guardarlo; con un perfil guardado, el lab "
+    "L7.1 con él. Las opciones pasan al paso."
+)
+
+
+def next_step(root: Path | str | None = None) -> tuple[list[str], str]:
+    """(the ``python -m labs`` arguments of the next step, empty when the student must choose; why, in Spanish)."""
+    record = profile_choice.read_choice(root)
+    if record is not None and "error" not in record:
+        return ["l71"], (f"guardaste el perfil {record['profile']} ({record['path']}): toca el lab L7.1 con él "
+                         "(si aún no escribiste tus recompensas y ajustes en las secciones 1-3 del cuaderno L7.1, "
+                         "entrena las del curso y lo dice)")
+    broken = f" La elección guardada no vale ({record['error']})." if record else ""
+    rehearsal = outlook.newest_rehearsal(root)
+    if rehearsal is not None:
+        return [], (f"ya hay un ensayo ({rehearsal}) y no has guardado perfil.{broken} Guarda el recomendado con "
+                    f"{ACCEPT_COMMAND} (o elige con {profile_choice.CHOOSE_COMMAND}) y vuelve a ejecutar make")
+    return ["rehearse"], ("aún no hay ensayo ni perfil guardado: toca el ensayo de unos 10 minutos, que termina "
+                          f"recomendando el perfil del run principal.{broken}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv or [])
+    if {"-h", "--help"} & set(argv):
+        print(HELP_ES)
+        return 0
+    step, why = next_step()
+    if not step:
+        print(f"[ruta] {why}.")
+        return 0
+    print(f"[ruta] siguiente paso: python -m labs {' '.join(step + argv)} ({why}).", flush=True)
+    # A child process, not an import: the route sits below the lab commands it starts (tests/test_layout.py).
+    return subprocess.call([sys.executable, "-m", "labs", *step, *argv])

@@ -1,0 +1,55 @@
+"""benchmarks/front_door.py's reading of GNU time and its result files (the benchmark itself is run by hand).
+
+The timing input is GNU time's own report of a real child process that holds a known amount of memory, so a change in
+GNU time's format, or a unit slip (kbytes to GiB), fails here rather than in a figure written to docs/.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("front_door", ROOT / "benchmarks" / "front_door.py")
+front_door = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(front_door)
+
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/time").exists(), reason="needs GNU time at /usr/bin/time")
+
+
+def _timed(code: str) -> str:
+    done = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", code], capture_output=True, text=True)
+    return done.stdout + done.stderr
+
+
+def test_gnu_time_report_gives_wall_time_peak_rss_and_exit_status():
+    figures = front_door.parse_time_v(_timed("import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.2)"))
+    assert 0.29 < figures["peak_rss_gib"] < 1.0  # 300 MiB touched, plus the interpreter
+    assert 1.2 <= figures["wall_s"] < 30 and figures["exit_status"] == 0
+    assert front_door.parse_time_v(_timed("import sys; sys.exit(3)"))["exit_status"] == 3
+    with pytest.raises(ValueError):
+        front_door.parse_time_v("no report here")
+
+
+def test_goals_and_the_table_come_from_the_figures(tmp_path):
+    make = {"command": "make", "wall_s": 9 * 60 + 4.0, "peak_rss_gib": 5.91, "exit_status": 0}
+    make["goals"] = front_door.verdicts("make", make)
+    assert make["goals"] == {"wall_s <= 480": False, "peak_rss_gib < 6.0": True}
+    test = {"command": "make test", "wall_s": 700.0, "peak_rss_gib": 3.2, "exit_status": 0}
+    test["goals"] = front_door.verdicts("make test", test)
+    record = {"date": "2026-12-04T15:00:00+00:00", "commit": "0123456789abcdef", "runs": [make, test],
+              "machine": {"cpu": "AMD EPYC", "cores": 2, "bf16_flags": {"avx512_bf16": True, "amx_bf16": False}}}
+    records = front_door.append_result(record, tmp_path / "front-door.json")
+    assert front_door.append_result(record, tmp_path / "front-door.json") == records + [record]
+    table = front_door.render_markdown(records)
+    assert "| `make` | 9 min 4 s | 5.91 GiB | 0 | no: wall_s <= 480 |" in table
+    assert "| avx512_bf16 | `make test` | 11 min 40 s | 3.20 GiB | 0 | yes |" in table
+
+
+def test_pytest_summary_line():
+    out = "...\n===== 1802 passed, 3 skipped, 2 warnings in 799.10s (0:13:19) =====\n"
+    assert front_door.pytest_summary(out) == "1802 passed, 3 skipped, 2 warnings in 799.10s (0:13:19)"
