@@ -84,6 +84,11 @@ def objetivo_recortado(rho, A, eps=0.2):
         ("ε fijo en 0.2", """
 def objetivo_recortado(rho, A, eps=0.2):
     return torch.minimum(rho * A, torch.clamp(rho, 0.8, 1.2) * A)"""),
+        ("una ventaja suelta: el signo de A con if", """
+def objetivo_recortado(rho, A, eps=0.2):
+    if A >= 0:
+        return torch.clamp(rho, max=1 + eps) * A
+    return torch.clamp(rho, min=1 - eps) * A"""),
         ("con NumPy (no deriva)", """
 def objetivo_recortado(rho, A, eps=0.2):
     rho = np.asarray(rho.detach(), dtype=float)
