@@ -121,6 +121,11 @@ def importar_unsloth():
     os.environ["UNSLOTH_VLLM_STANDBY"] = 1
     from unsloth import FastLanguageModel
     return FastLanguageModel"""),
+        ("setdefault: no cambia un valor que ya estaba", """
+def importar_unsloth():
+    os.environ.setdefault("UNSLOTH_VLLM_STANDBY", "1")
+    from unsloth import FastLanguageModel
+    return FastLanguageModel"""),
         ("llama al guardián del curso", """
 def importar_unsloth():
     from labs.l72 import enable_standby_and_import_unsloth

@@ -7,8 +7,8 @@ expects: a wrong answer gets the rule it breaks.
    :func:`standby_errors` asks it about many processes (which packages are imported, what the variable holds) and
    compares with the guard's rule (:func:`labs.l72.standby.import_order_problem`).
 2. ``importar_unsloth()``: :func:`import_errors` runs it among stand-ins for unsloth, trl, transformers and peft
-   (:mod:`labs.l72.sandbox`) and looks at what it did: Standby on when unsloth came in, unsloth first, and
-   ``FastLanguageModel`` returned.
+   (:mod:`labs.l72.sandbox`), with the variable unset, ``"0"`` and ``"1"``, and looks at what it did: Standby on
+   when unsloth came in, unsloth first, and ``FastLanguageModel`` returned.
 3. and 4. ``cargar_modelo`` and ``anadir_lora``: called with :class:`KeywordRecorder` in the place of
    ``FastLanguageModel``, on several profiles (:func:`check_profiles`, one of them with every value changed), and
    each argument, bound as Unsloth binds it (defaults included), is judged by its rule (:mod:`labs.l72.rules`).
@@ -116,13 +116,14 @@ def standby_errors(fn) -> list[str]:
 def import_errors(fn) -> list[str]:
     """Spanish problems with the student's ``importar_unsloth`` run among stand-ins, [] if right.
 
-    Run twice: in a process without the variable, and in one where it is already ``"1"``.
+    Run three times: in a process without the variable, in one where it holds ``"0"`` (a ``setdefault`` keeps that,
+    and Standby stays off), and in one where it is already ``"1"``.
     """
     if not callable(fn):
         return ["Define la función importar_unsloth()."]
-    for before in (None, "1"):
+    for before in (None, "0", "1"):
         record, result, error = run_in_sandbox(fn, before)
-        where = "Con la variable ya a '1'" if before else "En un proceso sin la variable de Standby"
+        where = f"Con la variable ya a {before!r}" if before else "En un proceso sin la variable de Standby"
         if error is not None:
             return [f"{where}, la función lanzó {type(error).__name__}: {error}"]
         if "unsloth" not in record.order:
