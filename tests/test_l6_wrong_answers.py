@@ -19,7 +19,7 @@ import re
 import pytest
 
 from labs import assign
-from wrong_answers import Checks, hint_leaks, parse, run_untouched, standard_tests, stub_comments
+from wrong_answers import Checks, course_code_test, hint_leaks, parse, run_untouched, standard_tests, stub_comments
 
 SOURCE = assign.SOURCES_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
 STUDENT = assign.STUDENT_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
@@ -298,6 +298,35 @@ def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, 
 
 (test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
  test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(CHECKS, WRONG, RIGHT)
+
+
+# Answers that call the course's own solution of the question (issue 42: they passed); each fails, naming it.
+COURSE_CALLS = [
+    ("kl-k3", "toy_rl.k3", """
+def kl_k3(logp, ref_logp):
+    from labs.l6 import toy_rl
+    return toy_rl.k3(logp, ref_logp)"""),
+    ("logp-por-token", "capstone.token_logps", """
+def logp_por_token(logits, ids, mascara):
+    from labs.l6 import capstone
+    return capstone.token_logps(logits, ids, mascara)"""),
+    ("perdida-trl", "capstone.reference_loss", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    from labs.l6.capstone import reference_loss
+    return reference_loss(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps, max_completion_length)"""),
+    ("perdida-dapo", "objective.aggregate_loss", """
+def perdida_dapo(por_token, mascara):
+    from labs.l6 import objective
+    return torch.tensor(objective.aggregate_loss(por_token, mascara.double(), "dapo"))"""),
+    ("ventaja-grupo", "advantage.group_advantages", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    from labs.l6.advantage import group_advantages
+    r = np.asarray(recompensas, dtype=float)
+    if desviacion == "muestral":
+        return group_advantages(r, len(r), std="sample", eps=1e-4)
+    return group_advantages(r, len(r), std="population", eps=0.0)"""),
+]
+test_an_answer_that_calls_the_course_solution_is_named = course_code_test(CHECKS, COURSE_CALLS)
 
 
 # Code a hint or a stub comment must not dictate (a call, an argument, a library name).

@@ -8,8 +8,10 @@ ones ``otter assign`` wrote into the student notebook (``notebooks/``, metadata 
 cells: otter keeps only the first function of a test cell, and a wrong answer must fail what the student runs.
 
 ``standard_tests(checks, WRONG, RIGHT)`` gives a module the tests every wrong-answer module has: at least three wrong
-answers and one right one per question, the solutions pass, every wrong answer fails, every right answer in another
-style passes. Assign them to module-level ``test_*`` names so pytest collects them.
+answers and one right one per question, the solutions pass, every wrong answer fails with a message the check wrote
+(an ``AssertionError``, not the student code's own exception), every right answer in another style passes.
+``course_code_test(checks, CALLS)``: each answer that calls the course's own solution fails with the one sentence
+that says so (``labs.core.answer_calls.course_call_message``). Assign them to module-level ``test_*`` names so pytest collects them.
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ def standard_tests(checks: Checks, wrong: dict, right: dict, questions=None):
 
     @pytest.mark.parametrize("question,label,answer", _cases(wrong), ids=_ids)
     def test_a_wrong_answer_fails(question, label, answer):
-        assert checks.run(question, answer) is not None, f"{question}: the wrong answer «{label}» passed the check"
+        """...with a sentence the check wrote (an AssertionError), never a raw exception of the student's code."""
+        failure = checks.run(question, answer)
+        assert failure is not None, f"{question}: the wrong answer «{label}» passed the check"
+        assert ": AssertionError: " in failure, f"{question}: «{label}» ends in a raw exception: {failure}"
 
     @pytest.mark.parametrize("question,label,answer", _cases(right), ids=_ids)
     def test_a_right_answer_in_another_style_passes(question, label, answer):
@@ -134,6 +139,18 @@ def standard_tests(checks: Checks, wrong: dict, right: dict, questions=None):
 
     return (test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
             test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes)
+
+
+def course_code_test(checks: Checks, calls: list[tuple[str, str, str]]):
+    """A test over ``(question, the course function's short name, an answer calling it)``: each fails, naming it."""
+    from labs.core.answer_calls import course_call_message
+
+    @pytest.mark.parametrize("question,name,answer", calls, ids=lambda v: _ids(v) if "." in str(v) else "")
+    def test_an_answer_that_calls_the_course_solution_is_named(question, name, answer):
+        failure = checks.run(question, answer)
+        assert failure is not None and course_call_message(name) in failure, (question, name, failure)
+
+    return test_an_answer_that_calls_the_course_solution_is_named
 
 
 def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):
