@@ -7,7 +7,8 @@ student's function through :func:`call_answer` turns two things into one Spanish
   names the input the check gave it (``where``) and the error, in one line;
 - the function calls the course's own implementation of what the question asks (``references``, dotted paths
   such as ``"labs.l6.toy_rl.k3"``): :func:`course_call_message`, the same words in every notebook. Only a call made
-  from outside ``labs/`` counts: a course helper the lesson hands the student may use a reference inside.
+  from outside the course's packages (``labs/``, ``rewards/``) counts: a course helper the lesson hands the student
+  (``settings.rest_of_recipe``) may use a reference inside.
 
 The watch is behaviour (which functions run, by their code objects), never a reading of the student's code.
 """
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 LABS_DIR = Path(__file__).resolve().parent.parent
+COURSE_DIRS = (LABS_DIR, LABS_DIR.parent / "rewards")
 
 
 def course_call_message(name: str) -> str:
@@ -42,14 +44,15 @@ def short_name(path: str) -> str:
 
 def _in_course(filename: str) -> bool:
     try:
-        return Path(filename).resolve().is_relative_to(LABS_DIR)
+        path = Path(filename).resolve()
+        return any(path.is_relative_to(d) for d in COURSE_DIRS)
     except (OSError, ValueError):
         return False
 
 
 @contextlib.contextmanager
 def watching(references=()):
-    """``with watching(paths) as called:`` the short names of the ``references`` called from outside ``labs/``."""
+    """``with watching(paths) as called:`` the short names of the ``references`` called from outside the course."""
     codes = {}
     for path in references:
         function = _resolve(path)
