@@ -19,7 +19,7 @@ import re
 
 import pytest
 from test_l6_wrong_answers import CODE
-from wrong_answers import Checks, cell_text, run_untouched, standard_tests
+from wrong_answers import Checks, cell_text, course_code_test, run_untouched, standard_tests
 
 from labs import assign
 
@@ -321,6 +321,16 @@ def comparar_e3(metricas):
 (test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
  test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(
     CHECKS, WRONG, RIGHT, questions=NOTEBOOKS)
+
+
+# An answer that calls the course's own plan of E1's variants (issue 42: it passed); it fails, named.
+COURSE_CALLS = [
+    ("variantes-e1", "variants._planned_group_settings", """
+def perfil_con_grupo(perfil, G):
+    from labs.exercises import variants
+    return perfil.replace(**variants._planned_group_settings(perfil, G))"""),
+]
+test_an_answer_that_calls_the_course_solution_is_named = course_code_test(CHECKS, COURSE_CALLS)
 
 
 @pytest.mark.parametrize("question", sorted(NOTEBOOKS))
