@@ -369,6 +369,25 @@ def test_an_unwritten_exercise_is_named_instead_of_a_traceback(capsys):
     assert "kl_k3" not in out and "Traceback" not in out
 
 
+def test_a_guard_that_lets_a_wrong_function_through_says_its_check_still_fails(capsys, tmp_path, monkeypatch):
+    """A wrong function that answers (not the stub's None) passes the guard: the cell runs, and says which of its
+    functions still fail their check (issue 42: it said nothing). Right functions: not a word."""
+    import otter
+
+    from labs.l6.pending import ejercicios_hechos
+
+    monkeypatch.chdir(tmp_path)  # otter's Notebook writes its log in the working folder
+    for answer, said in ((None, False), (dict(WRONG["kl-k3"])["k1"], True)):
+        env = CHECKS.namespace("kl-k3", answer)
+        env["grader"] = otter.Notebook(str(STUDENT))  # what the student notebook's first cell makes
+        assert ejercicios_hechos(env["kl_k3"], env["objetivo_recortado"]) is True
+        out = capsys.readouterr().out
+        if said:
+            assert 'grader.check("kl-k3")' in out and "aún falla" in out and "objetivo_recortado" not in out, out
+        else:
+            assert out == "", out
+
+
 @pytest.mark.notebook  # executes the untouched student notebook in a kernel (without the real trainer step)
 def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(tmp_path):
     """Run All on the student notebook as generated (every exercise a stub): no cell raises; every cell that uses a

@@ -233,5 +233,6 @@ def ejercicios_hechos(*functions) -> bool:
             return call(function)
 
         probe.__name__ = name
+        probe.__wrapped__ = function  # the student's own: labs.core.pending runs its check through it
         wrapped.append(probe)
     return pending.ejercicios_hechos(*wrapped, table=_probe_table())
