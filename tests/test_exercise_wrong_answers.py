@@ -19,7 +19,7 @@ import re
 
 import pytest
 from test_l6_wrong_answers import CODE
-from wrong_answers import Checks, cell_text, run_untouched, standard_tests
+from wrong_answers import Checks, cell_text, course_code_test, run_untouched, standard_tests
 
 from labs import assign
 
@@ -189,6 +189,14 @@ def comparar_e2(metricas):
         formato = (tabla["rewards/format_reward/mean"] + tabla["rewards/soft_format_reward/mean"]).dropna()
         filas[variante] = {"formato_al_principio": formato.head(k).mean(), "formato_al_final": formato.tail(k).mean()}
     return pd.DataFrame.from_dict(filas, orient="index")"""),
+        ("la anchura de la ventana truncada (int) en vez de redondeada", """
+def comparar_e2(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        formato = (tabla["rewards/format_reward/mean"] + tabla["rewards/soft_format_reward/mean"]).dropna()
+        k = max(1, int(0.2 * len(formato)))
+        filas[variante] = {"formato_al_principio": formato.head(k).mean(), "formato_al_final": formato.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
         ("los números de la pantalla, escritos a mano", """
 def comparar_e2(metricas):
     return pd.DataFrame({"formato_al_principio": [0.21, 0.19], "formato_al_final": [0.52, 0.61]},
@@ -243,6 +251,16 @@ def comparar_e3(metricas):
     nan = float("nan")
     return pd.DataFrame({"kl_media": [nan, 0.021], "longitud_al_principio": [181.0, 176.5],
                          "longitud_al_final": [243.2, 201.7]}, index=["beta=0", "beta=0.2"])"""),
+        ("la anchura de la ventana truncada (int) en vez de redondeada", """
+def comparar_e3(metricas):
+    filas = {}
+    for variante, tabla in metricas.sort_values("step").groupby("variante"):
+        longitud = tabla["completions/mean_length"].dropna()
+        k = max(1, int(0.2 * len(longitud)))
+        kl = tabla["kl"].mean() if "kl" in tabla else float("nan")
+        filas[variante] = {"kl_media": kl, "longitud_al_principio": longitud.head(k).mean(),
+                           "longitud_al_final": longitud.tail(k).mean()}
+    return pd.DataFrame.from_dict(filas, orient="index")"""),
     ],
 }
 
@@ -303,6 +321,16 @@ def comparar_e3(metricas):
 (test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
  test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(
     CHECKS, WRONG, RIGHT, questions=NOTEBOOKS)
+
+
+# An answer that calls the course's own plan of E1's variants (issue 42: it passed); it fails, named.
+COURSE_CALLS = [
+    ("variantes-e1", "variants._planned_group_settings", """
+def perfil_con_grupo(perfil, G):
+    from labs.exercises import variants
+    return perfil.replace(**variants._planned_group_settings(perfil, G))"""),
+]
+test_an_answer_that_calls_the_course_solution_is_named = course_code_test(CHECKS, COURSE_CALLS)
 
 
 @pytest.mark.parametrize("question", sorted(NOTEBOOKS))

@@ -19,7 +19,7 @@ import re
 import pytest
 
 from labs import assign
-from wrong_answers import Checks, hint_leaks, parse, run_untouched, standard_tests, stub_comments
+from wrong_answers import Checks, course_code_test, hint_leaks, parse, run_untouched, standard_tests, stub_comments
 
 SOURCE = assign.SOURCES_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
 STUDENT = assign.STUDENT_DIR / "L6_de_policy_gradient_a_grpo.ipynb"
@@ -84,6 +84,11 @@ def objetivo_recortado(rho, A, eps=0.2):
         ("ε fijo en 0.2", """
 def objetivo_recortado(rho, A, eps=0.2):
     return torch.minimum(rho * A, torch.clamp(rho, 0.8, 1.2) * A)"""),
+        ("una ventaja suelta: el signo de A con if", """
+def objetivo_recortado(rho, A, eps=0.2):
+    if A >= 0:
+        return torch.clamp(rho, max=1 + eps) * A
+    return torch.clamp(rho, min=1 - eps) * A"""),
         ("con NumPy (no deriva)", """
 def objetivo_recortado(rho, A, eps=0.2):
     rho = np.asarray(rho.detach(), dtype=float)
@@ -295,6 +300,35 @@ def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, 
  test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(CHECKS, WRONG, RIGHT)
 
 
+# Answers that call the course's own solution of the question (issue 42: they passed); each fails, naming it.
+COURSE_CALLS = [
+    ("kl-k3", "toy_rl.k3", """
+def kl_k3(logp, ref_logp):
+    from labs.l6 import toy_rl
+    return toy_rl.k3(logp, ref_logp)"""),
+    ("logp-por-token", "capstone.token_logps", """
+def logp_por_token(logits, ids, mascara):
+    from labs.l6 import capstone
+    return capstone.token_logps(logits, ids, mascara)"""),
+    ("perdida-trl", "capstone.reference_loss", """
+def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps=0.2, max_completion_length=None):
+    from labs.l6.capstone import reference_loss
+    return reference_loss(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps, max_completion_length)"""),
+    ("perdida-dapo", "objective.aggregate_loss", """
+def perdida_dapo(por_token, mascara):
+    from labs.l6 import objective
+    return torch.tensor(objective.aggregate_loss(por_token, mascara.double(), "dapo"))"""),
+    ("ventaja-grupo", "advantage.group_advantages", """
+def ventaja_grupo(recompensas, desviacion="muestral"):
+    from labs.l6.advantage import group_advantages
+    r = np.asarray(recompensas, dtype=float)
+    if desviacion == "muestral":
+        return group_advantages(r, len(r), std="sample", eps=1e-4)
+    return group_advantages(r, len(r), std="population", eps=0.0)"""),
+]
+test_an_answer_that_calls_the_course_solution_is_named = course_code_test(CHECKS, COURSE_CALLS)
+
+
 # Code a hint or a stub comment must not dictate (a call, an argument, a library name).
 CODE = re.compile(r"\b(?:torch|np|numpy)\.|\w+\(|\bdim\s*=|\bddof\b|keepdim|\b1e-4\b|\.mean\b|\.sum\b|\bgather\b|log_softmax")
 
@@ -333,6 +367,25 @@ def test_an_unwritten_exercise_is_named_instead_of_a_traceback(capsys):
     out = capsys.readouterr().out
     assert "`perdida_trl` aún no está escrita" in out and "«tu pérdida de GRPO» (sección 8)" in out
     assert "kl_k3" not in out and "Traceback" not in out
+
+
+def test_a_guard_that_lets_a_wrong_function_through_says_its_check_still_fails(capsys, tmp_path, monkeypatch):
+    """A wrong function that answers (not the stub's None) passes the guard: the cell runs, and says which of its
+    functions still fail their check (issue 42: it said nothing). Right functions: not a word."""
+    import otter
+
+    from labs.l6.pending import ejercicios_hechos
+
+    monkeypatch.chdir(tmp_path)  # otter's Notebook writes its log in the working folder
+    for answer, said in ((None, False), (dict(WRONG["kl-k3"])["k1"], True)):
+        env = CHECKS.namespace("kl-k3", answer)
+        env["grader"] = otter.Notebook(str(STUDENT))  # what the student notebook's first cell makes
+        assert ejercicios_hechos(env["kl_k3"], env["objetivo_recortado"]) is True
+        out = capsys.readouterr().out
+        if said:
+            assert 'grader.check("kl-k3")' in out and "aún falla" in out and "objetivo_recortado" not in out, out
+        else:
+            assert out == "", out
 
 
 @pytest.mark.notebook  # executes the untouched student notebook in a kernel (without the real trainer step)

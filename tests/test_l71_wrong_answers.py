@@ -20,7 +20,7 @@ import re
 import pytest
 
 from labs import assign
-from wrong_answers import Checks, hint_leaks, parse, run_untouched, standard_tests, stub_comments
+from wrong_answers import Checks, course_code_test, hint_leaks, parse, run_untouched, standard_tests, stub_comments
 
 NAME = "L7_1_grpo_trl_vllm.ipynb"
 SOURCE = assign.SOURCES_DIR / NAME
@@ -286,6 +286,23 @@ def argumentos_trainer(p, modelo, recompensas, config, filas, run):
  test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(CHECKS, WRONG, RIGHT)
 
 
+# Answers that call the course's own solution of the question; each fails, named with the same sentence everywhere.
+COURSE_CALLS = [
+    ("grpo-config", "recipe.grpo_config_kwargs", """
+def mi_config(p, output_dir):
+    return GRPOConfig(**recipe.grpo_config_kwargs(p, output_dir))"""),
+    ("texto-completion", "parsing.completion_text", """
+def texto(completion):
+    from rewards.parsing import completion_text
+    return completion_text(completion)"""),
+    ("recompensa-correccion", "rewards.correctness_reward", """
+def correctness_reward(completions, answer, **kwargs):
+    import rewards
+    return rewards.correctness_reward(completions, answer, **kwargs)"""),
+]
+test_an_answer_that_calls_the_course_solution_is_named = course_code_test(CHECKS, COURSE_CALLS)
+
+
 # Code a hint or a stub comment must not dictate: a call, an attribute, an assignment or keyword, an index.
 CODE = re.compile(r"\w\(|\w\.\w|=|\[|\bre\.|DOTALL|\b\d+e-\d\b")
 
@@ -302,7 +319,7 @@ def test_stub_comments_name_the_concept_not_the_code():
 
 # What a failure message may show: the student's own output or input, names, counts; never a reference's value.
 SHOWN = re.compile(r"tuyo!r|tuyo|value|t!r|oro!r|oro|cerca|int\(oro\):,|f\.__name__|len\(\w+\)|type\(\w+\)\.__name__|hay_gpu|ajenos|faltan|"
-                   r"distintos|p\.name|nombre|b|acc|G|procesos|err|honesta\['scores'\]|"
+                   r"distintos|p\.name|nombre|b|acc|G|procesos|err|describe_error\(err\)|honesta\['scores'\]|"
                    r"'con ' \+ str\(cambios\) if cambios else 'sin cambios'|settings\.problems_es\(rotos\)")
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from labs import assign
 from labs.l72 import answers
-from wrong_answers import Checks, cell_text, hints, parse, run_untouched, standard_tests
+from wrong_answers import Checks, cell_text, course_code_test, hints, parse, run_untouched, standard_tests
 
 SOURCE = assign.SOURCES_DIR / "L7_2_unsloth_standby.ipynb"
 STUDENT = assign.STUDENT_DIR / "L7_2_unsloth_standby.ipynb"
@@ -119,6 +119,11 @@ def importar_unsloth():
         ("la variable como número", """
 def importar_unsloth():
     os.environ["UNSLOTH_VLLM_STANDBY"] = 1
+    from unsloth import FastLanguageModel
+    return FastLanguageModel"""),
+        ("setdefault: no cambia un valor que ya estaba", """
+def importar_unsloth():
+    os.environ.setdefault("UNSLOTH_VLLM_STANDBY", "1")
     from unsloth import FastLanguageModel
     return FastLanguageModel"""),
         ("llama al guardián del curso", """
@@ -245,6 +250,23 @@ def anadir_lora(FastLanguageModel, model, perfil):
 
 (test_every_question_has_three_wrong_answers_and_one_right_one, test_the_solutions_pass_every_check,
  test_a_wrong_answer_fails, test_a_right_answer_in_another_style_passes) = standard_tests(CHECKS, WRONG, RIGHT)
+
+
+# Answers that call the course's own solution of the question; each fails, named with the same sentence everywhere.
+COURSE_CALLS = [
+    ("standby-posible", "standby.import_order_problem", next(a for l, a in WRONG["standby-posible"] if "guardián" in l)),
+    ("importar-unsloth", "standby.enable_standby_and_import_unsloth",
+     next(a for l, a in WRONG["importar-unsloth"] if "guardián" in l)),
+    ("cargar-modelo", "gpu.from_pretrained_kwargs", """
+def cargar_modelo(FastLanguageModel, perfil):
+    from labs.l72 import gpu
+    return FastLanguageModel.from_pretrained(**gpu.from_pretrained_kwargs(perfil))"""),
+    ("anadir-lora", "gpu.get_peft_model_kwargs", """
+def anadir_lora(FastLanguageModel, model, perfil):
+    from labs.l72.gpu import get_peft_model_kwargs
+    return FastLanguageModel.get_peft_model(model, **get_peft_model_kwargs(perfil))"""),
+]
+test_an_answer_that_calls_the_course_solution_is_named = course_code_test(CHECKS, COURSE_CALLS)
 
 
 def test_the_questions_are_the_four_pieces():

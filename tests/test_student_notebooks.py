@@ -11,6 +11,7 @@ seconds and never train a model.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ import pytest
 from nbclient import NotebookClient
 
 from labs import assign
+from wrong_answers import parse
 
 SOURCES = sorted(assign.SOURCES_DIR.glob("*.ipynb"))
 CONTEXT_TAG = "exercise-context"
@@ -147,3 +149,36 @@ def test_the_course_has_at_least_25_student_written_code_cells():
     per_notebook = {s.stem: len(question_names(nbformat.read(assign.STUDENT_DIR / s.name, as_version=4)))
                     for s in SOURCES}
     assert sum(per_notebook.values()) >= 25, per_notebook
+
+
+def defined_tests(code: str) -> list[str]:
+    """The ``test_*`` functions a test cell or an otter test file defines, each as its definition without
+    decorators (otter's ``@test_case``) in ``ast.unparse``'s spelling (otter rewrites the cell through it)."""
+    found = []
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            node.decorator_list = []
+            found.append(ast.unparse(node))
+    return sorted(found)
+
+
+def tests_by_question(otter_tests: dict[str, str]) -> dict[str, list[str]]:
+    return {question: defined_tests(code) for question, code in otter_tests.items()}
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_the_student_version_holds_every_test_of_its_source(source, tmp_path):
+    """Issue 42: otter assign keeps only the first function of a test cell (it takes a second for a call), so a
+    check written in a shared cell silently left the student's notebook. Each question's test functions, name and
+    body, must be the same in sources/, in notebooks/ and in a fresh otter assign build."""
+    in_source = {q: sorted(f for code in codes for f in defined_tests(code))
+                 for q, codes in parse(source)[0].items() if codes}  # a written answer (E1-E3's predictions) has none
+    student = json.loads((assign.STUDENT_DIR / source.name).read_text())
+    in_notebooks = tests_by_question(student["metadata"].get("otter", {}).get("tests", {}))
+    fresh = json.loads(assign.generate(source, tmp_path)["student"].read_text())
+    in_fresh = tests_by_question(fresh["metadata"].get("otter", {}).get("tests", {}))
+    for where, found in (("notebooks/", in_notebooks), ("a fresh otter assign build", in_fresh)):
+        assert sorted(found) == sorted(in_source), f"{source.name}: questions differ in {where}"
+        missing = {q: [f.split("(")[0].removeprefix("def ") for f in fs if f not in found[q]] for q, fs in in_source.items()}
+        assert not any(missing.values()), f"{source.name}: test functions missing or changed in {where}: {missing}"
+        assert found == in_source, f"{source.name}: {where} holds test functions the source does not"

@@ -2,12 +2,16 @@
 
 A source notebook (``sources/``) keeps each question's checks between otter's ``# BEGIN TESTS`` and ``# END TESTS``
 and its solutions between ``# BEGIN SOLUTION`` and ``# END SOLUTION``. ``Checks`` executes every solution, puts an
-answer under test in place of one of them, and calls each ``test_*`` function with the notebook's names of the same
-parameters; a check passes when none raises (otter counts any exception as a failure).
+answer under test in place of one of them, and calls each test function with the notebook's names of the same
+parameters; a check passes when none raises (otter counts any exception as a failure). The test functions are the
+ones ``otter assign`` wrote into the student notebook (``notebooks/``, metadata ``otter.tests``), not the source's
+cells: otter keeps only the first function of a test cell, and a wrong answer must fail what the student runs.
 
 ``standard_tests(checks, WRONG, RIGHT)`` gives a module the tests every wrong-answer module has: at least three wrong
-answers and one right one per question, the solutions pass, every wrong answer fails, every right answer in another
-style passes. Assign them to module-level ``test_*`` names so pytest collects them.
+answers and one right one per question, the solutions pass, every wrong answer fails with a message the check wrote
+(an ``AssertionError``, not the student code's own exception), every right answer in another style passes.
+``course_code_test(checks, CALLS)``: each answer that calls the course's own solution fails with the one sentence
+that says so (``labs.core.answer_calls.course_call_message``). Assign them to module-level ``test_*`` names so pytest collects them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from labs import assign
 
 
 def cell_text(cell) -> str:
@@ -44,6 +50,12 @@ def parse(path: Path) -> tuple[dict[str, list[str]], list[str]]:
     return tests, solutions
 
 
+def compiled_tests(source: Path) -> dict[str, str]:
+    """Question name -> the test file ``otter assign`` wrote for it into the student notebook (what grader.check runs)."""
+    student = json.loads((assign.STUDENT_DIR / Path(source).name).read_text())
+    return student["metadata"]["otter"]["tests"]
+
+
 def hints(test_codes: list[str]) -> list[str]:
     """The ``failure_message`` of each test cell (what otter shows under a failed check)."""
     return re.findall(r'failure_message: "(.+?)"', "\n".join(test_codes))
@@ -57,12 +69,15 @@ class Checks:
 
     def __init__(self, *paths: Path, prelude: str = ""):
         self.prelude = prelude
-        self.tests: dict[str, list[str]] = {}
+        self.tests: dict[str, list[str]] = {}  # question -> its source's test cells
+        self.compiled: dict[str, str] = {}  # question -> otter's test file, as the student notebook holds it
         self.solutions: dict[str, list[str]] = {}  # question -> the solutions of its own notebook
         for path in paths:
             tests, solutions = parse(path)
+            compiled = compiled_tests(path)
             for question, codes in tests.items():
                 self.tests[question] = codes
+                self.compiled[question] = compiled[question] if codes else ""  # a written answer has no tests
                 self.solutions[question] = solutions
 
     @property
@@ -79,15 +94,14 @@ class Checks:
     def run(self, question: str, answer: str | None = None) -> str | None:
         """None when every check of ``question`` passes with ``answer`` in place of the solution, else the first failure."""
         namespace = self.namespace(question, answer)
-        for code in self.tests[question]:
-            checks: dict = {}
-            exec(code, checks)
-            for name, check in checks.items():
-                if name.startswith("test_") and callable(check):
-                    try:
-                        check(*[namespace[p] for p in inspect.signature(check).parameters])
-                    except Exception as error:  # otter counts any exception as a failed check
-                        return f"{name}: {type(error).__name__}: {error}"
+        checks: dict = {}
+        exec(self.compiled[question], checks)
+        for case in [c for c in checks.values() if hasattr(c, "test_func")]:  # otter's @test_case objects
+            check = case.test_func
+            try:
+                check(*[namespace[p] for p in inspect.signature(check).parameters])
+            except Exception as error:  # otter counts any exception as a failed check
+                return f"{check.__name__}: {type(error).__name__}: {error}"
         return None
 
 
@@ -113,7 +127,10 @@ def standard_tests(checks: Checks, wrong: dict, right: dict, questions=None):
 
     @pytest.mark.parametrize("question,label,answer", _cases(wrong), ids=_ids)
     def test_a_wrong_answer_fails(question, label, answer):
-        assert checks.run(question, answer) is not None, f"{question}: the wrong answer «{label}» passed the check"
+        """...with a sentence the check wrote (an AssertionError), never a raw exception of the student's code."""
+        failure = checks.run(question, answer)
+        assert failure is not None, f"{question}: the wrong answer «{label}» passed the check"
+        assert ": AssertionError: " in failure, f"{question}: «{label}» ends in a raw exception: {failure}"
 
     @pytest.mark.parametrize("question,label,answer", _cases(right), ids=_ids)
     def test_a_right_answer_in_another_style_passes(question, label, answer):
@@ -138,6 +155,18 @@ def library_noise(nb) -> list[tuple[str, str]]:
             text = out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
             found += [(cell_text(cell)[:60], line.strip()[:200]) for line in re.split(r"[\r\n]", text) if LIBRARY_NOISE.search(line)]
     return found
+
+
+def course_code_test(checks: Checks, calls: list[tuple[str, str, str]]):
+    """A test over ``(question, the course function's short name, an answer calling it)``: each fails, naming it."""
+    from labs.core.answer_calls import course_call_message
+
+    @pytest.mark.parametrize("question,name,answer", calls, ids=lambda v: _ids(v) if "." in str(v) else "")
+    def test_an_answer_that_calls_the_course_solution_is_named(question, name, answer):
+        failure = checks.run(question, answer)
+        assert failure is not None and course_call_message(name) in failure, (question, name, failure)
+
+    return test_an_answer_that_calls_the_course_solution_is_named
 
 
 def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):

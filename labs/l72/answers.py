@@ -7,8 +7,8 @@ expects: a wrong answer gets the rule it breaks.
    :func:`standby_errors` asks it about many processes (which packages are imported, what the variable holds) and
    compares with the guard's rule (:func:`labs.l72.standby.import_order_problem`).
 2. ``importar_unsloth()``: :func:`import_errors` runs it among stand-ins for unsloth, trl, transformers and peft
-   (:mod:`labs.l72.sandbox`) and looks at what it did: Standby on when unsloth came in, unsloth first, and
-   ``FastLanguageModel`` returned.
+   (:mod:`labs.l72.sandbox`), with the variable unset, ``"0"`` and ``"1"``, and looks at what it did: Standby on
+   when unsloth came in, unsloth first, and ``FastLanguageModel`` returned.
 3. and 4. ``cargar_modelo`` and ``anadir_lora``: called with :class:`KeywordRecorder` in the place of
    ``FastLanguageModel``, on several profiles (:func:`check_profiles`, one of them with every value changed), and
    each argument, bound as Unsloth binds it (defaults included), is judged by its rule (:mod:`labs.l72.rules`).
@@ -17,12 +17,12 @@ expects: a wrong answer gets the rule it breaks.
 from __future__ import annotations
 
 import itertools
-import sys
 
 from labs.core import pending
+from labs.core.answer_calls import course_call_message, describe_error, watching
 from labs.core.profiles import Profile, get_profile
 from labs.l72 import rules
-from labs.l72.sandbox import in_labs, run_in_sandbox
+from labs.l72.sandbox import course_module, in_labs, run_in_sandbox
 from labs.l72.standby import ORDER_SENSITIVE_MODULES, STANDBY_ENV, import_order_problem
 
 # ------------------------------------------------------------------------------------------ the profiles
@@ -60,20 +60,13 @@ def _describe(modules: dict, environ: dict) -> str:
     return f"importado: {imported}; {STANDBY_ENV} {'sin definir' if value is None else f'= {value!r}'}"
 
 
-def _call_watching(fn, args, code):
-    """``fn(*args)``, and whether the function with code object ``code`` ran inside it."""
-    seen = []
-
-    def watch(frame, event, _arg):
-        if event == "call" and frame.f_code is code:
-            seen.append(frame)
-
-    previous = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        return fn(*args), bool(seen)
-    finally:
-        sys.setprofile(previous)
+# The course's own solution of each question: an answer that calls one fails, named (labs.core.answer_calls).
+REFERENCES = {
+    "standby_posible": ["labs.l72.standby.import_order_problem"],
+    "importar_unsloth": ["labs.l72.standby.enable_standby_and_import_unsloth"],
+    "from_pretrained": ["labs.l72.gpu.from_pretrained_kwargs", "labs.l72.gpu.load_unsloth_model"],
+    "get_peft_model": ["labs.l72.gpu.get_peft_model_kwargs", "labs.l72.gpu.load_unsloth_model"],
+}
 
 
 def standby_errors(fn) -> list[str]:
@@ -82,12 +75,15 @@ def standby_errors(fn) -> list[str]:
         return ["Define la función standby_posible(modulos, entorno)."]
     for modules, environ in standby_cases():
         where = f"En un proceso con {_describe(modules, environ)}"
-        try:
-            answer, copied = _call_watching(fn, (dict(modules), dict(environ)), import_order_problem.__code__)
-        except Exception as exc:  # noqa: BLE001 - the student's code: report it
-            return [f"{where}, la función lanzó {type(exc).__name__}: {exc}"]
-        if copied:
-            return ["La función llama a la regla del guardián del curso: escribe tú las dos reglas."]
+        with watching(REFERENCES["standby_posible"]) as called:
+            try:
+                answer, error = fn(dict(modules), dict(environ)), None
+            except Exception as exc:  # noqa: BLE001 - the student's code: report it
+                error = exc
+        if called:
+            return [course_call_message(called[0])]
+        if error is not None:
+            return [f"{where}, la función lanzó {describe_error(error)}"]
         if not (isinstance(answer, (tuple, list)) and len(answer) == 2 and answer[0] in (True, False)):
             return [f"{where}, la función devolvió {answer!r}: debe devolver dos cosas, sí o no (un bool) y por qué."]
         can, why = answer
@@ -116,22 +112,26 @@ def standby_errors(fn) -> list[str]:
 def import_errors(fn) -> list[str]:
     """Spanish problems with the student's ``importar_unsloth`` run among stand-ins, [] if right.
 
-    Run twice: in a process without the variable, and in one where it is already ``"1"``.
+    Run three times: in a process without the variable, in one where it holds ``"0"`` (a ``setdefault`` keeps that,
+    and Standby stays off), and in one where it is already ``"1"``.
     """
     if not callable(fn):
         return ["Define la función importar_unsloth()."]
-    for before in (None, "1"):
-        record, result, error = run_in_sandbox(fn, before)
-        where = "Con la variable ya a '1'" if before else "En un proceso sin la variable de Standby"
+    for before in (None, "0", "1"):
+        with watching(REFERENCES["importar_unsloth"]) as called:
+            record, result, error = run_in_sandbox(fn, before)
+        if called:
+            return [course_call_message(called[0])]
+        where = f"Con la variable ya a {before!r}" if before else "En un proceso sin la variable de Standby"
         if error is not None:
-            return [f"{where}, la función lanzó {type(error).__name__}: {error}"]
+            return [f"{where}, la función lanzó {describe_error(error)}"]
         if "unsloth" not in record.order:
             return [f"{where}, la función no importa unsloth."]
         early = record.before_unsloth()
         if early:
             return [f"{where}, la función importa {', '.join(early)} antes que unsloth, que lo deja sin parchear."]
-        if in_labs(record.unsloth_importer):
-            return ["La función llama al guardián del curso: escribe tú los dos pasos, en su orden."]
+        if in_labs(record.unsloth_importer):  # another course function than the guard imported it for the answer
+            return [course_call_message(course_module(record.unsloth_importer))]
         if record.standby_at_unsloth != "1":
             held = "sin definir" if record.standby_at_unsloth is None else f"= {record.standby_at_unsloth!r}"
             return [f"{where}, unsloth se importó con {STANDBY_ENV} {held}: Standby no se activa."]
@@ -174,10 +174,15 @@ def call_errors(fn, call: str, profiles: list[Profile] | None = None) -> list[st
     for profile in profiles or check_profiles():
         recorder = KeywordRecorder()
         args = (recorder, profile) if call == "from_pretrained" else (recorder, KeywordRecorder.MODEL, profile)
-        try:
-            returned = fn(*args)
-        except Exception as exc:  # noqa: BLE001 - the student's code: report, never hide the hint
-            return [f"Con el perfil {profile.name}, la función lanzó {type(exc).__name__}: {exc}"]
+        with watching(REFERENCES[call]) as called:
+            try:
+                returned, error = fn(*args), None
+            except Exception as exc:  # noqa: BLE001 - the student's code: report, never hide the hint
+                error = exc
+        if called:
+            return [course_call_message(called[0])]
+        if error is not None:
+            return [f"Con el perfil {profile.name}, la función lanzó {describe_error(error)}"]
         received = recorder.calls.get(call)
         if received is None:
             return [f"La función no llama a {call} del FastLanguageModel que recibe."]
@@ -228,5 +233,6 @@ def ejercicios_hechos(*functions) -> bool:
             return call(function)
 
         probe.__name__ = name
+        probe.__wrapped__ = function  # the student's own: labs.core.pending runs its check through it
         wrapped.append(probe)
     return pending.ejercicios_hechos(*wrapped, table=_probe_table())

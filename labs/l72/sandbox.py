@@ -130,3 +130,8 @@ def run_in_sandbox(fn, standby: str | None = None):
 
 def in_labs(filename: str | None) -> bool:
     return bool(filename) and Path(filename).resolve().is_relative_to(LABS_DIR)
+
+
+def course_module(filename: str) -> str:
+    """``.../labs/l72/standby.py`` -> ``l72.standby``: how a check names the course code that did the import."""
+    return ".".join(Path(filename).resolve().relative_to(LABS_DIR).with_suffix("").parts)
