@@ -54,24 +54,11 @@ def save_recipe(profile, **knobs):
 
 @pytest.fixture
 def recorder(runs, monkeypatch):
-    """``labs.l71.cli.run_lab`` that records what it would train in run.json (and marks the run finished)."""
-    from labs.l71 import cli
-    from labs.l71 import lab as lab_module
+    """``labs.l71.cli.run_lab`` that records what it would train in run.json (tests/recipe_recorder.py)."""
+    import recipe_recorder
 
-    calls = []
-
-    def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab="L7.1", accept_changes=False,
-                settings_from=None, variant_from=None, *, reward_funcs=None, **overrides):
-        p = profile.replace(**overrides) if overrides else profile
-        funcs = list(reward_funcs) if reward_funcs is not None else reward_functions(reward_names)
-        run = lab_module.new_run(p, run_name, fresh, lab)
-        lab_module.write_run_json(run, p, lab, funcs, "modelo", {"settings_from": settings_from})
-        run.write_status(rf.STATE_FINISHED, p.max_steps, p.max_steps)
-        calls.append(run.root.name)
-        return run.root
-
-    monkeypatch.setattr(cli, "run_lab", run_lab)
-    return calls
+    recipe_recorder.install(monkeypatch)
+    return lambda: recipe_recorder.trained(runs)
 
 
 def test_every_run_json_records_the_recipe_it_trained(runs, recorder):
@@ -94,3 +81,46 @@ def test_every_run_json_records_the_recipe_it_trained(runs, recorder):
     assert recipe_identity.of_record(record) == saved
     lines = recipe_identity.differences_es(course, saved)
     assert any(line.startswith("learning_rate:") for line in lines) and any("format_reward" in line for line in lines)
+
+
+def recorder_command(variant, profile_name):
+    """The sweep's child: the lab's own command line, run by tests/recipe_recorder.py (trains nothing)."""
+    import sys
+    from pathlib import Path
+
+    from labs.exercises import sweep
+
+    return [sys.executable, str(Path(__file__).parent / "recipe_recorder.py"), *sweep.lab_command(variant, profile_name)[4:]]
+
+
+def sweep_exercise(exercise, profile, runs):
+    from labs.exercises import student, sweep
+
+    built = {"E1": lambda: student.e1_variants(profile, lambda p, g: p.replace(
+                 num_generations=g, per_device_train_batch_size=g, gradient_accumulation_steps=p.prompts_per_step)),
+             "E2": lambda: student.e2_variants(profile, lambda names: [n for n in names if n != "correctness_reward"]),
+             "E3": lambda: student.e3_variants(profile, lambda p, beta: p.replace(beta=beta))}[exercise]()
+    result = sweep.run_sweep(student.saved_variants(exercise, profile), profile, runs_root=runs,
+                             command_for=recorder_command, echo=lambda _: None)
+    result.raise_on_failure()
+    return built, result
+
+
+def test_e1_to_e3_train_the_saved_recipe_with_only_their_change(runs, recorder):
+    profile = get_profile("ci")
+    saved = save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    changes = {}
+    for exercise in ("E1", "E2", "E3"):
+        _, result = sweep_exercise(exercise, profile, runs)
+        for r in result.results:
+            recipe = recipe_identity.of_record(rf.read_json(r.run_dir / rf.RUN_JSON))
+            changes[r.run_dir.name] = recipe_identity.differences_es(recipe, saved)
+    # the reference is the recipe itself; each variant differs from it in its one change, nothing else
+    assert changes.pop("ref-ci") == []
+    assert changes.pop("e2-ci-solo-formato") == ["recompensas: correctness_reward está en tu receta, no en la carpeta"]
+    assert [k.split(":")[0] for k in changes.pop("e3-ci-beta0")] == ["beta"]
+    e1 = changes.pop("e1-ci-g2")
+    assert {line.split(":")[0] for line in e1} <= {"num_generations", "per_device_train_batch_size",
+                                                   "gradient_accumulation_steps"} and e1
+    assert changes == {}, changes  # E1's G=4 and E3's recipe beta are the reference run, shared
+    assert sorted(recorder()) == sorted(["ref-ci", "e1-ci-g2", "e2-ci-solo-formato", "e3-ci-beta0"])  # once each

@@ -132,11 +132,23 @@ def resolve_profile(profile: Profile | str | None) -> Profile:
     return profile if isinstance(profile, Profile) else get_profile(profile)
 
 
+def recipe_overrides(profile: Profile) -> dict:
+    """The student's saved knobs (the L7.1 notebook, ``labs.l71.settings``) that differ from ``profile``: every
+    exercise run starts from the student's recipe, as the L7.1 run does, so a variant differs from its reference
+    only in its one change."""
+    from labs.l71 import settings
+
+    overrides, _ = settings.load(profile, echo=lambda _: None)
+    return overrides
+
+
 def base_overrides(profile: Profile, budget: dict | None = None, runs_root=None) -> dict:
-    """Settings every exercise variant of this profile changes: the exercises' budget (``BUDGETS``), then
-    ``budget`` (a sweep's ``--set``), or when it is None the budget the last sweep recorded."""
+    """Settings every exercise variant of this profile changes: the student's saved recipe (``recipe_overrides``),
+    the exercises' budget (``BUDGETS``), then ``budget`` (a sweep's ``--set``), or when it is None the budget the
+    last sweep recorded."""
     extra = recorded_budget(profile, runs_root) if budget is None else budget
-    return {**SMOKE_OVERRIDES.get(profile.name, {}), **BUDGETS.get(profile.name, {}), **extra}
+    return {**recipe_overrides(profile), **SMOKE_OVERRIDES.get(profile.name, {}), **BUDGETS.get(profile.name, {}),
+            **extra}
 
 
 def profile_for(profile: Profile, budget: dict | None = None, runs_root=None) -> Profile:

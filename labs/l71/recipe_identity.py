@@ -101,9 +101,9 @@ def differences_es(have: dict, want: dict, have_label: str = "la carpeta", want_
             lines.append(f"{key}: {have_label} {a!r}, {want_label} {b!r}")
     old, new = have.get("rewards", {}), want.get("rewards", {})
     for name in [n for n in old if n not in new]:
-        lines.append(f"recompensa {name}: en {have_label}, no en {want_label}")
+        lines.append(f"recompensas: {name} está en {have_label}, no en {want_label}")
     for name in [n for n in new if n not in old]:
-        lines.append(f"recompensa {name}: en {want_label}, no en {have_label}")
+        lines.append(f"recompensas: {name} está en {want_label}, no en {have_label}")
     for name in [n for n in new if n in old and old[n] != new[n]]:
-        lines.append(f"recompensa {name}: {have_label} entrenó {_short(old[name])}, {want_label} es {_short(new[name])}")
+        lines.append(f"recompensas: {name} de {have_label} es {_short(old[name])}; la de {want_label}, {_short(new[name])}")
     return lines
