@@ -124,3 +124,33 @@ def test_e1_to_e3_train_the_saved_recipe_with_only_their_change(runs, recorder):
                                                    "gradient_accumulation_steps"} and e1
     assert changes == {}, changes  # E1's G=4 and E3's recipe beta are the reference run, shared
     assert sorted(recorder()) == sorted(["ref-ci", "e1-ci-g2", "e2-ci-solo-formato", "e3-ci-beta0"])  # once each
+
+
+def test_the_rehearsal_builds_the_lab_with_the_saved_recipe(runs, monkeypatch, tmp_path):
+    from labs.rehearsal import budget, parts
+
+    profile = get_profile("ci")
+    saved = save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    built = []
+
+    class Stop(Exception):
+        pass
+
+    class RecordingLab:
+        def __init__(self, profile, run_name=None, reward_funcs=None, **kwargs):
+            built.append(recipe_identity.of_run(profile, reward_funcs if reward_funcs is not None else reward_functions()))
+
+        def load_data(self):
+            raise Stop  # what it would train is known: nothing loads
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(parts.l71, "Lab", RecordingLab)
+    with pytest.raises(Stop):
+        parts.run_part("l71", profile, tmp_path / "ensayo")
+    # the rehearsal's budget shrinks steps and lengths; the learning rate, beta, batch and rewards are the recipe's
+    rehearsed = budget.rehearsal_profile(recipe_identity.saved_profile(profile))
+    assert built == [recipe_identity.of_run(rehearsed, recipe_identity.saved_rewards())]
+    assert built[0]["rewards"] == saved["rewards"]
+    assert {k: built[0]["settings"][k] for k in ("learning_rate", "beta")} == {"learning_rate": 2e-5, "beta": 0.1}
