@@ -154,3 +154,28 @@ def test_the_rehearsal_builds_the_lab_with_the_saved_recipe(runs, monkeypatch, t
     assert built == [recipe_identity.of_run(rehearsed, recipe_identity.saved_rewards())]
     assert built[0]["rewards"] == saved["rewards"]
     assert {k: built[0]["settings"][k] for k in ("learning_rate", "beta")} == {"learning_rate": 2e-5, "beta": 0.1}
+
+
+def test_l72_finds_the_l71_run_by_its_recipe_and_states_every_difference(runs, recorder):
+    from labs.l71 import main
+    from labs.l72 import compare
+
+    profile = get_profile("ci")
+    save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    assert main(["--profile", "ci"]) == 0  # the main run, trained with the saved recipe
+    assert compare.find_lab_run("L7.1", profile) == runs / "l71-ci"
+    # an L7.1 run of the profile's defaults and the course's functions is not the student's recipe
+    assert main(["--profile", "ci", "--run-name", "l71-ci-curso", "--sin-ajustes", "--recompensas-del-curso"]) == 0
+    assert compare.find_lab_run("L7.1", profile) == runs / "l71-ci"
+    # L7.2 trains the course's functions: the comparison says so, function by function, with the settings
+    assert main(["--profile", "ci", "--run-name", "l72-ci", "--lab", "L7.2", "--recompensas-del-curso"]) == 0
+    a, b = compare.lab_record(runs / "l71-ci"), compare.lab_record(runs / "l72-ci")
+    text = " ".join(compare.describe_settings_es([a, b]))
+    assert "Funciones de recompensa distintas entre L7.1 y L7.2" in text
+    assert "format_reward de L7.1 es tuya (SHA-256" in text and "la de L7.2, la del curso (rewards/)" in text
+    # a finished L7.1 run of another recipe is named with what differs, and the command that trains the saved one
+    (runs / "l71-ci" / rf.STATUS_JSON).unlink()
+    assert compare.find_lab_run("L7.1", profile) is None
+    note = " ".join(compare.other_recipe_es(profile))
+    assert "l71-ci-curso entrenó otra receta" in note and "learning_rate: l71-ci-curso 1e-05, tu receta guardada 2e-05" in note
+    assert "python -m labs l71 --profile ci --fresh" in note
