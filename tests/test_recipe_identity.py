@@ -179,3 +179,17 @@ def test_l72_finds_the_l71_run_by_its_recipe_and_states_every_difference(runs, r
     note = " ".join(compare.other_recipe_es(profile))
     assert "l71-ci-curso entrenó otra receta" in note and "learning_rate: l71-ci-curso 1e-05, tu receta guardada 2e-05" in note
     assert "python -m labs l71 --profile ci --fresh" in note
+
+
+def test_the_grader_never_takes_an_exercises_reference_as_the_main_run(tmp_path):
+    """``ref-<profile>`` records lab L7.1 (it trains the saved recipe) and may be the only finished run of L7.1."""
+    from rundirs import history, make_run
+
+    from labs.grading import choose_main
+    from labs.grading.inputs import load_run
+
+    ref = make_run(tmp_path, "ref-rtx5090", metrics=history(30), max_steps=250)
+    main = make_run(tmp_path, "l71-rtx5090", metrics=history(20), max_steps=500, state=rf.STATE_RUNNING, step=20)
+    chosen, others, why = choose_main([load_run(ref), load_run(main)])
+    assert chosen.root == main and [o.root for o in others] == [ref]
+    assert "ref-rtx5090 (no es del L7.1: es una comparación)" in why

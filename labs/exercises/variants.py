@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
-from labs.core.runfolder import RunFolder, write_json
+from labs.core.runfolder import REFERENCE_PREFIX, RunFolder, write_json
 from labs.core.spanish import duration_es
 from labs.exercises.variant import Variant, settings_mismatch
 from rewards import REWARD_NAMES
@@ -172,7 +172,7 @@ def reference_variant(profile: Profile | str | None = None, runs_root=None, budg
     profile = resolve_profile(profile)
     p = profile_for(profile, budget, runs_root)
     label = f"receta de la lección (G={p.num_generations}, beta={p.beta:g}, tres recompensas)"
-    ref = Variant(f"ref-{profile.name}", base_overrides(profile, budget, runs_root), None, label, "L7.1")
+    ref = Variant(f"{REFERENCE_PREFIX}{profile.name}", base_overrides(profile, budget, runs_root), None, label, "L7.1")
     root = Path(runs_root) if runs_root is not None else runs_dir()
     if RunFolder(root / ref.name).is_finished():
         return ref
