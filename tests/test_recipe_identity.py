@@ -193,3 +193,35 @@ def test_the_grader_never_takes_an_exercises_reference_as_the_main_run(tmp_path)
     chosen, others, why = choose_main([load_run(ref), load_run(main)])
     assert chosen.root == main and [o.root for o in others] == [ref]
     assert "ref-rtx5090 (no es del L7.1: es una comparación)" in why
+
+
+def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(runs, recorder, monkeypatch):
+    from labs.exercises import student, sweep
+
+    profile = get_profile("ci")
+    save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    sweep_exercise("E2", profile, runs)
+    assert sorted(recorder()) == ["e2-ci-solo-formato", "ref-ci"]
+    # the student rewrites correctness_reward: the reference trained the old one, E2's variant never trains it
+    def correctness_reward(completions, answer, **kwargs):  # the student's second version
+        return [1.0 if str(g) in c[0]["content"] else 0.0 for c, g in zip(completions, answer)]
+
+    student_rewards.save([correctness_reward, format_reward, soft_format_reward], echo=lambda _: None)
+    variants = student.saved_variants("E2", profile)
+    with pytest.raises(sweep.SweepError) as err:
+        sweep.run_sweep(variants, profile, runs_root=runs, command_for=recorder_command, echo=lambda _: None)
+    text = str(err.value)
+    assert "ref-ci ya terminó, pero entrenó otra receta" in text and "recompensas: correctness_reward de la carpeta" in text
+    assert re.search(r"python -m labs sweep E2.* --rehacer-distintas", text)
+    # the notebook says the same instead of reading the mixed folders (off the ci smoke test, which retrains here)
+    with monkeypatch.context() as m:
+        m.setattr(sweep, "is_smoke_test", lambda _: False)
+        with pytest.raises(sweep.SweepError, match="--rehacer-distintas"):
+            sweep.read_or_run("E2", variants, profile, runs_root=runs, echo=lambda _: None)
+    result = sweep.run_sweep(variants, profile, runs_root=runs, command_for=recorder_command, echo=lambda _: None,
+                             set_aside=True)
+    assert [r.state for r in result.results] == [sweep.FINISHED, sweep.SKIPPED]  # only the reference retrains
+    assert sorted(recorder()) == ["e2-ci-solo-formato", "ref-ci", "ref-ci"]
+    assert (runs / "ref-ci-otra-receta-1" / rf.RUN_JSON).exists()  # set aside, not deleted
+    now = recipe_identity.of_record(rf.read_json(runs / "ref-ci" / rf.RUN_JSON))
+    assert now == recipe_identity.saved(profile)
