@@ -150,3 +150,12 @@ def test_the_logged_points_the_settings_accept_are_enough_for_the_rubrics_trend(
     at_edge = {"max_steps": profile.max_steps, "logging_steps": profile.max_steps // fewest}
     assert "logging_steps" not in settings.problems(at_edge, profile)
     assert "logging_steps" in settings.problems({**at_edge, "logging_steps": profile.max_steps // (fewest - 1) + 1}, profile)
+
+
+def test_settings_saved_under_another_profile_are_named_not_silently_ignored(runs, tmp_path):
+    cpu = get_profile("cpu")
+    settings.save(config(cpu, tmp_path, learning_rate=2e-5), cpu, echo=lambda _: None)
+    said = []
+    assert settings.load(get_profile("ci"), echo=said.append) == ({}, None)  # still not used: another profile
+    assert len(said) == 1 and "No hay ajustes guardados para el perfil 'ci'" in said[0] and "'cpu'" in said[0]
+    assert settings.load(cpu, echo=said.append)[0] == {"learning_rate": 2e-5}

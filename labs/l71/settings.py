@@ -171,6 +171,14 @@ def settings_path(profile: Profile | str) -> Path:
     return runs_dir() / "_ajustes" / f"l71-{name}.json"
 
 
+def saved_elsewhere(profile: Profile | str) -> list[str]:
+    """The profiles other than ``profile`` with saved settings (their files in ``_ajustes``)."""
+    name = profile.name if isinstance(profile, Profile) else profile
+    folder = settings_path(name).parent
+    found = sorted(p.name[len("l71-"):-len(".json")] for p in folder.glob("l71-*.json")) if folder.is_dir() else []
+    return [n for n in found if n != name]
+
+
 def rest_of_recipe(profile: Profile, output_dir: str) -> dict:
     """The recipe's GRPOConfig keywords other than the lesson's knobs (output, device, logging, vLLM)."""
     return {k: v for k, v in recipe.grpo_config_kwargs(profile, output_dir).items() if k not in LESSON_KNOBS}
@@ -225,6 +233,12 @@ def load(profile: Profile, echo=print) -> tuple[dict, dict | None]:
     """
     path = settings_path(profile)
     if not path.exists():
+        others = saved_elsewhere(profile)
+        if others:
+            echo(f"[ajustes] No hay ajustes guardados para el perfil '{profile.name}' ({path.name}); los hay de "
+                 f"{', '.join(repr(n) for n in others)}, que aquí no se usan (cada perfil tiene su modelo, su memoria "
+                 f"y sus reglas): entreno los del perfil '{profile.name}'. Para usar los tuyos con este perfil, "
+                 "guárdalos desde el cuaderno L7.1 (sección 3) con este perfil.")
         return {}, None
     try:
         record = read_json(path)
