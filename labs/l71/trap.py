@@ -232,7 +232,7 @@ def compare(profile: Profile | str | None = None, steps: int | None = None) -> C
     differ = recipe_differences(main.root, trap.root)
     if differ:
         print(f"Además del learning rate, tu run principal y el de la trampa difieren en: {', '.join(differ)} "
-              "(el principal entrena tus ajustes y recompensas guardados; el de la trampa, los del perfil).")
+              "(los dos entrenan tus ajustes y recompensas guardados al lanzarse: los cambiaste entre uno y otro).")
     # step with step: a main run that logs every 10 steps is compared at steps 10 and 20, not rows 1-20 with 1-20
     common = sorted(_rows_by_step(main.root, steps).keys() & _rows_by_step(trap.root, steps).keys())
     if len(common) < 2:
