@@ -225,3 +225,17 @@ def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(r
     assert (runs / "ref-ci-otra-receta-1" / rf.RUN_JSON).exists()  # set aside, not deleted
     now = recipe_identity.of_record(rf.read_json(runs / "ref-ci" / rf.RUN_JSON))
     assert now == recipe_identity.saved(profile)
+
+
+def test_l72_never_trains_the_main_run_before_the_recipe_is_saved(runs, monkeypatch):
+    """L7.2's untouched Run All (ci): no saved recipe, so no ``python -m labs l71`` child; the cell says what to do."""
+    from labs.l72 import compare
+
+    started = []
+    monkeypatch.setattr(compare, "run_l71_in_subprocess", lambda *a, **k: started.append(a) or runs / "l71-ci")
+    monkeypatch.setattr(compare, "prime_format_pass_in_subprocess", lambda *a, **k: None)
+    said = []
+    assert compare.ensure_l71_run("ci", show=said.append) is None and started == []
+    assert "sección 1" in said[-1] and "sección 3" in said[-1] and "cuaderno L7.1" in said[-1]
+    save_recipe(get_profile("ci"))
+    assert compare.ensure_l71_run("ci", show=said.append) == runs / "l71-ci" and len(started) == 1

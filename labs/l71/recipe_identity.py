@@ -81,6 +81,18 @@ def saved_profile(profile: Profile) -> Profile:
     return profile.replace(**overrides) if overrides else profile
 
 
+def missing_sections_es(profile: Profile) -> list[str]:
+    """The L7.1 notebook's sections whose part of the recipe is not saved yet for ``profile`` (Spanish; [] if saved)."""
+    from labs.l71 import settings, student_rewards
+
+    out = []
+    if not student_rewards.reward_file().exists():
+        out.append("la sección 1 (tus funciones de recompensa: la celda que las guarda)")
+    if not settings.settings_path(profile).exists():
+        out.append("la sección 3 (tu GRPOConfig: la celda que guarda tus ajustes)")
+    return out
+
+
 def saved(profile: Profile) -> dict:
     """The student's recipe as saved now on ``profile``: saved knobs (else the profile's) and saved rewards."""
     return of_run(saved_profile(profile), saved_rewards())

@@ -147,12 +147,21 @@ def prime_format_pass_in_subprocess(profile_name: str, show=print) -> None:
         raise RuntimeError("El pase de formato falló:\n" + "\n".join(done.stderr.splitlines()[-20:]))
 
 
-def ensure_l71_run(profile_name: str, show=print) -> Path:
-    """L7.1's finished run folder for this profile, running L7.1 in a child process if there is none."""
+def ensure_l71_run(profile_name: str, show=print) -> Path | None:
+    """L7.1's finished run folder for this profile (its student's recipe), running L7.1 in a child process if
+    there is none and the recipe is saved; None, with the L7.1 sections to finish, when it is not saved."""
     found = find_lab_run("L7.1", profile_name)
     if found is not None:
         show(f"[l71] Uso el run de L7.1 que ya existe: {found}")
         return found
+    for line in other_recipe_es(profile_name):
+        show(line)
+    missing = recipe_identity.missing_sections_es(get_profile(profile_name))
+    if missing:  # the main run trains the student's recipe: never one of the course's behind the student's back
+        show(f"[l71] Aún no hay un run de L7.1 terminado con tu receta, y tu receta no está guardada: termina en el "
+             f"cuaderno L7.1 {' y '.join(missing)}; después vuelve a ejecutar esta celda (el run de L7.1, unos "
+             "minutos en CPU, se lanza entonces en otro proceso).")
+        return None
     prime_format_pass_in_subprocess(profile_name, show)
     return run_l71_in_subprocess(profile_name, show)
 
