@@ -28,7 +28,7 @@ KL_FACTOR = trap.KL_FACTOR  # what the notebook's section 12 claims, at the leas
 @pytest.fixture(scope="module")
 def comparison():
     started = time.perf_counter()
-    result = trap.compare(get_profile("ci"))
+    result = trap.compare(get_profile("ci"), entrenar_aqui=True)
     return result, time.perf_counter() - started
 
 
@@ -151,3 +151,15 @@ def test_the_gpu_comparison_pairs_rows_by_step_not_by_position(tmp_path, monkeyp
     assert c.kl_ratio() == pytest.approx((0.5 * 19) / 0.002)  # step 20 against step 20
     assert "| métrica | learning_rate | paso 10 | paso 20 |" in c.table_es()
     assert any("pasos 20 a 20" in line for line in c.verdict_es())
+
+
+def test_on_a_cpu_profile_the_trap_trains_only_behind_its_switch_and_says_how_long_first(tmp_path, monkeypatch, capsys):
+    """An untouched Run All of L7.1 trained the trap (15 minutes on ci in JupyterLab, where the text said a minute)."""
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    profile = get_profile("ci")
+    assert trap.compare(profile) is None  # nothing trains (this test is not marked trains: the guard would fail it)
+    said = capsys.readouterr().out
+    assert "ENTRENAR_TRAMPA = True" in said and "2 runs de 3 pasos" in said and "aún no hay un paso medido" in said
+    _write_run(tmp_path / "l71-ci", [{**r, "step_time": 40.0} for r in _rows(2, 0.0)], profile.learning_rate)
+    assert trap.compare(profile) is None
+    assert "unos 4 min de pasos a los 40 s por paso de tu run principal (l71-ci" in capsys.readouterr().out

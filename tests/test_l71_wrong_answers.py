@@ -262,14 +262,14 @@ def lote_valido(por_dispositivo, acumulacion, G, procesos=1):
         ("otros valores válidos, con un diccionario", """
 def mi_config(p, output_dir):
     mios = dict(num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=2,
-                max_completion_length=64, learning_rate=1e-6, beta=0.1, logging_steps=2, max_steps=4)
+                max_completion_length=64, learning_rate=1e-6, beta=0.1, logging_steps=2, max_steps=20)
     return GRPOConfig(**{**settings.rest_of_recipe(p, output_dir), **mios})"""),
         ("el perfil donde vale, elegido a mano donde no", """
 def mi_config(p, output_dir):
     kw = settings.rest_of_recipe(p, output_dir)
     kw.update(num_generations=p.num_generations, per_device_train_batch_size=p.num_generations * 2,
               gradient_accumulation_steps=1, max_completion_length=48, learning_rate=p.learning_rate,
-              beta=0.08, logging_steps=1, max_steps=3)
+              beta=0.08, logging_steps=1, max_steps=12)
     return GRPOConfig(**kw)"""),
     ],
     "argumentos-trainer": [("un literal con processing_class de más", """

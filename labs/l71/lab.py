@@ -84,6 +84,8 @@ class Lab:
     run folder is the same.
     """
 
+    opened = True  # the notebook's section 4 opened a run (``labs.l71.notebook.NotOpened`` when it did not)
+
     def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB,
                  accept_changes=False, settings_from=None, variant_from=None, *, reward_funcs=None, **overrides):
         preflight.refuse_removed_keywords(overrides)

@@ -208,11 +208,37 @@ def train_here(profile: Profile, learning_rate: float, steps: int = CPU_STEPS) -
     return lab.run.root
 
 
-def compare(profile: Profile | str | None = None, steps: int | None = None) -> Comparison | None:
-    """The trap beside the course's rate, measured (see the module). None on a GPU profile whose trap run is missing."""
+def cpu_estimate_es(profile: Profile, steps: int = CPU_STEPS) -> str:
+    """How long the two CPU trap runs take, said before they start (Spanish): from the seconds per step the main
+    run measured on this profile (its median ``step_time``), or, before it has trained, that nothing is measured."""
+    main = new_run(profile)
+    times = sorted(r["step_time"] for r in main.metrics() if isinstance(r.get("step_time"), (int, float)))
+    work = f"2 runs de {steps} pasos, más cargar el modelo{' y el pase de formato' if profile.format_pass else ''}"
+    if not times:
+        return (f"{work}; en este perfil aún no hay un paso medido (tu run principal no ha entrenado), así que no "
+                "sé cuánto: en CPU, varios minutos por lo menos")
+    median = times[len(times) // 2]
+    return (f"{work}: unos {duration_es(2 * steps * median)} de pasos a los {median:.0f} s por paso de tu run "
+            f"principal ({main.root.name}, mediana; orientativo: la trampa genera sin vLLM)")
+
+
+def compare(profile: Profile | str | None = None, steps: int | None = None,
+            entrenar_aqui: bool = False) -> Comparison | None:
+    """The trap beside the course's rate, measured (see the module). None on a GPU profile whose trap run is missing,
+    and on a CPU profile whose trap runs are not finished unless ``entrenar_aqui`` (the notebook's switch): a Run All
+    trains nothing it was not asked to, and the cell says first how long it would take."""
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     if profile.use_cpu:
         steps = steps or CPU_STEPS
+        names = [trap_run_name(profile, lr) for lr in (profile.learning_rate, TRAP_LEARNING_RATE)]
+        done = all(RunFolder(runs_dir() / n).is_finished() for n in names)
+        if not done:
+            estimate = cpu_estimate_es(profile, steps)
+            if not entrenar_aqui:
+                print(f"La trampa entrena aquí {estimate}. Para verla, pon ENTRENAR_TRAMPA = True en esta celda y "
+                      "vuelve a ejecutarla (cuando termine, la celda solo lee sus runs).")
+                return None
+            print(f"[trampa] Entreno {estimate}.")
         course = train_here(profile, profile.learning_rate, steps)
         trap = train_here(profile, TRAP_LEARNING_RATE, steps)
         return Comparison(profile.name, steps, _side(course, profile.learning_rate),
