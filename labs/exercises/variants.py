@@ -163,7 +163,8 @@ def lab_run_names(profile: Profile) -> tuple[str, ...]:
 
 
 def reference_variant(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> Variant:
-    """The lesson's recipe (three rewards, the profile's G and beta) on the exercises' budget.
+    """The student's recipe (saved knobs and reward functions: ``base_overrides``; the profile's and the course's
+    when nothing is saved) on the exercises' budget.
 
     Its run folder is ``ref-<profile>``, unless that has not finished and the student's own L7.1 run
     (``lab_run_names``) finished with exactly these settings: then that run is the reference, so the
@@ -171,7 +172,7 @@ def reference_variant(profile: Profile | str | None = None, runs_root=None, budg
     """
     profile = resolve_profile(profile)
     p = profile_for(profile, budget, runs_root)
-    label = f"receta de la lección (G={p.num_generations}, beta={p.beta:g}, tres recompensas)"
+    label = f"tu receta (G={p.num_generations}, beta={p.beta:g}, tus recompensas guardadas)"
     ref = Variant(f"{REFERENCE_PREFIX}{profile.name}", base_overrides(profile, budget, runs_root), None, label, "L7.1")
     root = Path(runs_root) if runs_root is not None else runs_dir()
     if RunFolder(root / ref.name).is_finished():
@@ -223,7 +224,7 @@ def planned_variants(exercise: str, profile: Profile | str | None = None, runs_r
     common = base_overrides(profile, budget, runs_root)
     if exercise == "E2":
         ref = reference_variant(profile, runs_root, budget)
-        return [Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (receta de la lección)", ref.lab),
+        return [Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (tu receta)", ref.lab),
                 Variant(f"e2-{profile.name}-solo-formato", common, PLANNED_E2_REWARDS, "solo formato (sin corrección)", "E2")]
     if exercise == "E1":
         planned = [(f"e1-{profile.name}-g{g}", _planned_group_settings(base, g), f"G={g}") for g in group_sizes(profile)]
