@@ -239,3 +239,28 @@ def test_l72_never_trains_the_main_run_before_the_recipe_is_saved(runs, monkeypa
     assert "sección 1" in said[-1] and "sección 3" in said[-1] and "cuaderno L7.1" in said[-1]
     save_recipe(get_profile("ci"))
     assert compare.ensure_l71_run("ci", show=said.append) == runs / "l71-ci" and len(started) == 1
+
+
+def test_e4_trains_the_recipe_plus_the_students_reward_in_the_notebook_and_the_terminal(runs, recorder, monkeypatch):
+    import shlex
+    from pathlib import Path
+
+    import recipe_recorder
+
+    from labs import l71
+    from labs.exercises import e4
+
+    profile = get_profile("ci")
+    saved = save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    own = f"{Path(__file__).parent / 'data' / 'recompensa_alumno.py'}:razonamiento_con_cuentas"
+    names = [*REWARD_NAMES, own]
+    monkeypatch.setattr(l71, "run_lab", recipe_recorder.run_lab)
+    here = e4.train_or_read(profile, names, reward_functions(names), runs_root=runs, echo=lambda _: None)
+    trained = recipe_identity.of_record(rf.read_json(here / rf.RUN_JSON))
+    assert recipe_identity.differences_es(trained, saved) == [
+        "recompensas: razonamiento_con_cuentas está en la carpeta, no en tu receta"]
+    # the terminal's command trains the same recipe (the recorder stands in for training)
+    (here / rf.STATUS_JSON).unlink()
+    words = shlex.split(e4.terminal_command(profile, names, reward_functions(names), runs))
+    assert l71.main(words[4:]) == 0
+    assert recipe_identity.of_record(rf.read_json(here / rf.RUN_JSON)) == trained
