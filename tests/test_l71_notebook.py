@@ -43,6 +43,15 @@ def test_on_a_gpu_profile_without_a_run_the_notebook_says_the_command(runs):
         open_run(get_profile("rtx5090"))
 
 
+def test_the_notebook_says_what_to_do_instead_of_a_traceback(runs):
+    """Section 4 of the untouched notebook on a GPU profile ended in a RunNotReady traceback; with ``avisar`` (what
+    the notebook's cell passes) it prints the command and the later cells skip their work (``lab.opened``)."""
+    said = []
+    lab = open_run(get_profile("rtx5090"), echo=said.append, avisar=True)
+    assert lab.opened is False and not lab.run.root.exists()
+    assert "Aún no hay ningún run del perfil 'rtx5090'" in said[-1] and "python -m labs l71 --profile rtx5090" in said[-1]
+
+
 def _save_settings(profile, tmp_path, **knobs):
     from trl import GRPOConfig
 
@@ -71,9 +80,10 @@ def test_the_notebooks_settings_reach_the_terminal_and_a_finished_run_says_fresh
     out = capsys.readouterr().out
     assert "[ajustes] Uso tus ajustes del cuaderno L7.1" in out and "learning_rate=1.5e-05" in out
     assert "ya terminó" in out and "--fresh" in out
-    for argv in (["--profile", "ci", "--sin-ajustes"], ["--profile", "ci", "--lab", "E1"]):  # E1-E3 reuse this door
-        assert main(argv) == 0
-        assert "[ajustes]" not in capsys.readouterr().out
+    assert main(["--profile", "ci", "--sin-ajustes"]) == 0
+    assert "[ajustes]" not in capsys.readouterr().out
+    assert main(["--profile", "ci", "--lab", "E1"]) == 0  # E1-E3 reuse this door, and train the saved recipe too
+    assert "[ajustes] Uso tus ajustes del cuaderno L7.1" in capsys.readouterr().out
 
 
 def test_a_bad_settings_file_stops_the_terminal_with_a_spanish_message(runs, capsys):

@@ -115,6 +115,8 @@ def test_the_old_demo_showed_nothing_on_the_5090():
     ("cpu", {"max_completion_length": 1024}, "max_completion_length"),
     ("rtx5090", {"max_completion_length": 4096}, "max_completion_length"),  # the VRAM plan does not fit
     ("ci", {"logging_steps": 2, "max_steps": 3}, "logging_steps"),
+    ("rtx5090", {"logging_steps": 5, "max_steps": 20}, "logging_steps"),  # 4 points: the rubric's trend needs 10
+    ("cpu", {"logging_steps": 2}, "logging_steps"),  # 8 points
     ("ci", {"max_steps": 2.5}, "max_steps"),
 ])
 def test_a_value_that_breaks_a_rule_gets_the_reason(name, values, knob):
@@ -135,3 +137,25 @@ def test_a_value_outside_a_rule_is_not_saved_and_a_saved_one_is_refused_at_load(
     with pytest.raises(ValueError, match="rompen reglas de la lección(.|\n)*beta: (.|\n)*--sin-ajustes"):
         settings.load(profile)
     assert path.read_text() == content
+
+
+@pytest.mark.parametrize("name", ["cpu", "ci", "rtx5090", "rtx5090-base"])
+def test_the_logged_points_the_settings_accept_are_enough_for_the_rubrics_trend(name):
+    """One rule: a run the settings accept logs what C2b's trend tests need (the ci smoke profile: its own two)."""
+    from labs.core.stats import MIN_TREND_POINTS
+
+    profile = get_profile(name)
+    fewest = settings.fewest_logged_points(profile)
+    assert fewest == min(MIN_TREND_POINTS, profile.max_steps // profile.logging_steps)
+    at_edge = {"max_steps": profile.max_steps, "logging_steps": profile.max_steps // fewest}
+    assert "logging_steps" not in settings.problems(at_edge, profile)
+    assert "logging_steps" in settings.problems({**at_edge, "logging_steps": profile.max_steps // (fewest - 1) + 1}, profile)
+
+
+def test_settings_saved_under_another_profile_are_named_not_silently_ignored(runs, tmp_path):
+    cpu = get_profile("cpu")
+    settings.save(config(cpu, tmp_path, learning_rate=2e-5), cpu, echo=lambda _: None)
+    said = []
+    assert settings.load(get_profile("ci"), echo=said.append) == ({}, None)  # still not used: another profile
+    assert len(said) == 1 and "No hay ajustes guardados para el perfil 'ci'" in said[0] and "'cpu'" in said[0]
+    assert settings.load(cpu, echo=said.append)[0] == {"learning_rate": 2e-5}

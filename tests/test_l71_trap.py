@@ -28,7 +28,7 @@ KL_FACTOR = trap.KL_FACTOR  # what the notebook's section 12 claims, at the leas
 @pytest.fixture(scope="module")
 def comparison():
     started = time.perf_counter()
-    result = trap.compare(get_profile("ci"))
+    result = trap.compare(get_profile("ci"), entrenar_aqui=True)
     return result, time.perf_counter() - started
 
 
@@ -136,3 +136,30 @@ def test_the_printed_command_is_one_the_l71_command_line_accepts(monkeypatch):
 
 def test_lr_tag():
     assert [trap.lr_tag(x) for x in (2e-4, 1e-5, 5e-6, 1e-6)] == ["2e-4", "1e-5", "5e-6", "1e-6"]
+
+
+def test_the_gpu_comparison_pairs_rows_by_step_not_by_position(tmp_path, monkeypatch, capsys):
+    """A main run that logs every 10 steps (saved logging_steps=10) is compared with the trap at steps 10 and 20,
+    never its steps 10-200 against the trap's 1-20."""
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    profile = get_profile("rtx5090")
+    every_ten = [{**row, "step": 10 * (i + 1), "kl": 0.001 * (i + 1)} for i, row in enumerate(_rows(40, 0.0))]
+    _write_run(tmp_path / "l71-rtx5090", every_ten, profile.learning_rate, finished=False)
+    _write_run(tmp_path / trap.trap_run_name(profile, trap.TRAP_LEARNING_RATE), _rows(trap.GPU_STEPS, 0.5), 2e-4)
+    c = trap.compare(profile)
+    assert [r["step"] for r in c.course.rows] == [r["step"] for r in c.trap.rows] == [10, 20]
+    assert c.kl_ratio() == pytest.approx((0.5 * 19) / 0.002)  # step 20 against step 20
+    assert "| métrica | learning_rate | paso 10 | paso 20 |" in c.table_es()
+    assert any("pasos 20 a 20" in line for line in c.verdict_es())
+
+
+def test_on_a_cpu_profile_the_trap_trains_only_behind_its_switch_and_says_how_long_first(tmp_path, monkeypatch, capsys):
+    """An untouched Run All of L7.1 trained the trap (15 minutes on ci in JupyterLab, where the text said a minute)."""
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    profile = get_profile("ci")
+    assert trap.compare(profile) is None  # nothing trains (this test is not marked trains: the guard would fail it)
+    said = capsys.readouterr().out
+    assert "ENTRENAR_TRAMPA = True" in said and "2 runs de 3 pasos" in said and "aún no hay un paso medido" in said
+    _write_run(tmp_path / "l71-ci", [{**r, "step_time": 40.0} for r in _rows(2, 0.0)], profile.learning_rate)
+    assert trap.compare(profile) is None
+    assert "unos 4 min de pasos a los 40 s por paso de tu run principal (l71-ci" in capsys.readouterr().out

@@ -55,12 +55,13 @@ def test_the_rendered_route_labels_every_figure_as_planned(steps):
 
 def test_the_route_follows_the_saved_profile_and_keeps_l72_on_the_instruct_one(tmp_path, monkeypatch):
     from labs.core import profile_choice
-    from labs.route import route_profile
+    from labs.route import outlook_es, route_profile
 
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
     monkeypatch.setenv("COURSE_PROFILE", "ci")
-    profile, why = route_profile()
-    assert profile.name == "rtx5090" and "python -m labs profile --accept" in why
+    profile, why = route_profile()  # nothing saved: the route of the profile the outlook recommends
+    assert profile.name == "rtx5090-base" and "python -m labs profile --accept" in why
+    assert f"la ruta recomienda {profile.name} para el run principal" in outlook_es()
     profile_choice.save_choice("rtx5090-base")
     profile, why = route_profile()
     assert profile.name == "rtx5090-base" and str(tmp_path) in why

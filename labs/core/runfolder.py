@@ -5,7 +5,9 @@ so a run can be understood and graded later without the model in memory::
 
     runs/<run_name>/
       run.json             what ran: lab, profile (every knob), reward functions and weights,
-                           the GRPOConfig values that matter, package versions, hardware; written
+                           the GRPOConfig values that matter, package versions, hardware, and
+                           "recipe" (labs.l71.recipe_identity: {"id", "profile", "settings": the
+                           lesson's knobs, "rewards": {name: source SHA-256 or null}}); written
                            once, when the run starts. A resume that accepted other settings
                            (--accept-changes, labs.training.runrecord) appends to "changes":
                            {"step", "at", "lines_es", "profile"/"grpo_config": {key: {"antes",
@@ -70,6 +72,9 @@ MODEL_DIR = "model"
 CHECKPOINTS_DIR = "checkpoints"
 COMPLETIONS_DIR = "completions"
 RESOURCES_JSON = "resources.json"
+# E1-E3's shared reference run is ``ref-<profile>``: labelled L7.1 (it trains the saved recipe), yet a
+# comparison; the grader never takes it as the main run
+REFERENCE_PREFIX = "ref-"
 
 STATE_RUNNING = "running"
 STATE_FINISHED = "finished"

@@ -177,5 +177,10 @@ def train_or_read(profile: Profile, reward_names, funcs, *, entrenar_aqui: bool 
             f"una terminal: {command}\nContinúa donde se quedó si la interrumpes. Cuando termine, vuelve a ejecutar "
             "esta celda: solo lee la carpeta. (Para entrenar en este cuaderno, pon ENTRENAR_AQUI = True.)"
         )
-    return Path(l71.run_lab(profile, run_name=str(folder.root), lab=LAB,
-                            reward_names=list(reward_names), **base_overrides(profile, runs_root=runs_root)))
+    from labs.l71 import student_rewards
+
+    # the student's recipe plus their reward: the saved function of each lesson name, as the terminal's command
+    saved, _ = student_rewards.load(echo=echo)
+    funcs = student_rewards.pick(saved, list(reward_names)) if saved is not None else None
+    return Path(l71.run_lab(profile, run_name=str(folder.root), lab=LAB, reward_names=list(reward_names),
+                            reward_funcs=funcs, **base_overrides(profile, runs_root=runs_root)))

@@ -122,7 +122,7 @@ def variants_from(exercise: str, profile, built: list[dict], runs_root=None, bud
         out.append(shared_with_reference(v, profile, "la receta de referencia", runs_root, budget))
     if exercise == "E2":
         ref = reference_variant(profile, runs_root, budget)
-        out.insert(0, Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (receta de la lección)", ref.lab))
+        out.insert(0, Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (tu receta)", ref.lab))
     return out
 
 

@@ -12,9 +12,11 @@ and the parent only waits, shows the child's output and reads the run folder aft
 Resuming: a variant whose run folder already says ``finished`` (``RunFolder.is_finished``) is skipped
 without starting a process, so running the same sweep again after an interruption (a closed notebook,
 a crash, Ctrl+C) only runs what is missing. A variant that stopped halfway is started again and the
-lab continues from its last checkpoint. A finished folder whose ``run.json`` records other settings
-than the variant asks for raises ``SweepError`` rather than being reused: a comparison must never mix
-runs made with different settings under one name.
+lab continues from its last checkpoint. A finished folder whose ``run.json`` records another recipe
+than the variant asks for (settings, or reward functions by their sources' SHA-256) raises ``SweepError``
+rather than being reused, naming what differs and the command that makes the comparison consistent
+(``--rehacer-distintas``: that folder is renamed aside, nothing deleted, and only it is retrained): a
+comparison must never mix recipes under one name.
 
 Failures: when a child fails, the sweep reports the Spanish message the lab wrote in ``status.json``
 (``message_es``), or else the child's last ``ERROR`` line, and goes on with the next variant (the
@@ -162,6 +164,32 @@ def plan(variants: Sequence[Variant], profile: Profile | str | None = None, runs
 
 
 CommandFor = Callable[[Variant, str], Sequence[str]]
+SET_ASIDE_FLAG = "--rehacer-distintas"
+
+
+def exercise_of(variants: Sequence[Variant], exercise: str | None = None) -> str:
+    """The exercise a sweep runs (E1, E2 or E3), for its command line."""
+    return exercise or next((v.lab for v in variants if v.lab in ("E1", "E2", "E3")), "E1")
+
+
+def set_aside_folder(run: RunFolder) -> Path:
+    """Rename a finished folder of another recipe to ``<name>-otra-receta-<n>`` (nothing is deleted) and return it."""
+    n = 1
+    while (aside := run.root.with_name(f"{run.root.name}-otra-receta-{n}")).exists():
+        n += 1
+    run.root.rename(aside)
+    return aside
+
+
+def mismatch_message(run: RunFolder, variant: Variant, differences: list[str], exercise: str, profile: Profile,
+                     root: Path) -> str:
+    """A finished folder of another recipe, in Spanish: what differs and the command that makes it consistent."""
+    return (f"La carpeta {run.root} ya terminó, pero entrenó otra receta que la variante '{variant.name}' de "
+            f"{exercise} (tus ajustes o tus recompensas guardadas cambiaron después):\n- " + "\n- ".join(differences)
+            + "\nCompararla con las demás mezclaría dos recetas. Para que la comparación sea coherente, en una "
+            f"terminal: {command_line(exercise, profile, root)} {SET_ASIDE_FLAG}\n(aparta cada carpeta de otra "
+            "receta con el sufijo -otra-receta-N, sin borrar nada, y reentrena solo esas; las que ya entrenaron tu "
+            "receta se reutilizan).")
 
 
 def run_sweep(
@@ -174,13 +202,19 @@ def run_sweep(
     show: str = "course",
     echo: Callable[[str], None] = print,
     command_for: CommandFor | None = None,
+    set_aside: bool = False,
+    exercise: str | None = None,
 ) -> SweepResult:
     """Run ``variants`` one after another, each in its own process; skip the ones already finished.
 
     ``profile``: a Profile or a name (default: ``COURSE_PROFILE`` or autodetection). ``runs_root``: the
     runs folder (default ``labs.core.paths.runs_dir()``; the children get it as ``COURSE_RUNS``).
     ``timeout``: seconds per variant (None: no limit). ``command_for(variant, profile_name)`` replaces
-    the lab's command line (tests use it to run a stand-in child).
+    the lab's command line (tests use it to run a stand-in child). A finished folder that trained another recipe
+    than its variant asks for (``settings_mismatch``) stops the sweep with what differs and the command that
+    makes the comparison consistent; with ``set_aside`` it is renamed aside (``set_aside_folder``) and retrained,
+    and only it: the folders of the same recipe are reused. ``exercise`` names the command (default: the
+    variants' own label).
     """
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     root = Path(runs_root) if runs_root is not None else runs_dir()
@@ -199,15 +233,15 @@ def run_sweep(
             continue
         if run.is_finished():
             differences = settings_mismatch(variant, profile, run)
-            if differences:
-                raise SweepError(
-                    f"La carpeta {run.root} ya terminó, pero con otros ajustes que la variante '{variant.name}':\n- "
-                    + "\n- ".join(differences)
-                    + "\nUsa otro nombre para la variante o borra esa carpeta."
-                )
-            echo(f"{head}: ya terminada, la reutilizo.")
-            results.append(VariantResult(variant, run.root, SKIPPED))
-            continue
+            if not differences:
+                echo(f"{head}: ya terminada, la reutilizo.")
+                results.append(VariantResult(variant, run.root, SKIPPED))
+                continue
+            if not set_aside:
+                raise SweepError(mismatch_message(run, variant, differences, exercise_of(variants, exercise), profile, root))
+            aside = set_aside_folder(run)
+            echo(f"{head}: entrenó otra receta ({'; '.join(differences)}); la aparto en {aside.name} (no se borra) "
+                 "y la entreno con la tuya.")
         what = "continúo la ejecución interrumpida" if run.exists() else "empiezo"
         echo(f"{head}: {what}.")
         cmd = list(make_command(variant, profile.name))
@@ -267,11 +301,18 @@ def read_or_run(exercise: str, variants: Sequence[Variant], profile: Profile | s
     missing = [v for v, done in plan(variants, profile, root) if not done]
     command = command_line(exercise, profile, root)
     echo(f"En una terminal, este ejercicio se lanza con: {command}")
+    other = [(v, d) for v in variants if v not in missing
+             for d in [settings_mismatch(v, profile, RunFolder(root / v.name))] if d]
+    if other and not (entrenar_aqui or is_smoke_test(profile)):
+        v, differences = other[0]
+        raise SweepError(mismatch_message(RunFolder(root / v.name), v, differences, exercise, profile, root))
+    if other:
+        return run_sweep(variants, profile, runs_root=root, echo=echo, set_aside=True, exercise=exercise)
     if not missing:
         echo(f"Las {len(variants)} ejecuciones de {exercise} ya terminaron: las leo, sin entrenar.")
         return SweepResult(profile.name, [VariantResult(v, root / v.name, SKIPPED) for v in variants])
     if entrenar_aqui or is_smoke_test(profile):
-        return run_sweep(variants, profile, runs_root=root, echo=echo)
+        return run_sweep(variants, profile, runs_root=root, echo=echo, exercise=exercise)
     names = ", ".join(v.name for v in missing)
     raise SweepError(
         f"Faltan {len(missing)} de las {len(variants)} ejecuciones de {exercise} ({names}; "
@@ -298,6 +339,9 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", help=f"{', '.join(PROFILES)} (por defecto: COURSE_PROFILE o autodetección)")
     add_set_argument(parser, "cambiar un ajuste de todas las variantes (el presupuesto: p. ej. max_steps=100); "
                              "se guarda y lo usan los demás ejercicios y los cuadernos")
+    parser.add_argument(SET_ASIDE_FLAG, dest="set_aside", action="store_true",
+                        help="apartar (sin borrar) las carpetas terminadas que entrenaron otra receta y reentrenar "
+                        "solo esas con la tuya")
     parser.add_argument("--show", choices=("course", "all", "none"), default="course",
                         help="qué salida de cada run mostrar (el registro completo queda en runs/_sweep_logs/)")
     args = parser.parse_args(argv)
@@ -311,7 +355,7 @@ def main(argv=None) -> int:
         variants = saved_variants(args.exercise, profile, budget=budget)  # what the student built in the notebook
         if not profile.use_cpu:
             print(f"[barrido] Tiempo de lo que falta: {planned_hours_es(variants, profile)}.")
-        result = run_sweep(variants, profile, show=args.show)
+        result = run_sweep(variants, profile, show=args.show, set_aside=args.set_aside, exercise=args.exercise)
         result.raise_on_failure()
     except (ValueError, SweepError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -81,17 +81,40 @@ def settings_mismatch(variant: Variant, base: Profile, run: RunFolder) -> list[s
             continue
         if _plain(stored[key]) != value:
             differences.append(f"{key}: la carpeta tiene {stored[key]!r}, la variante pide {value!r}")
-    if variant.rewards is not None:
-        names = recorded_rewards(record)
-        if names is not None and names != list(variant.rewards):
-            differences.append(f"recompensas: la carpeta tiene {names}, la variante pide {list(variant.rewards)}")
-    elif "reward_functions" in record:
-        from rewards import REWARD_NAMES
-
-        names = recorded_rewards(record)
-        if names is not None and names != list(REWARD_NAMES):
-            differences.append(f"recompensas: la carpeta tiene {names}, la variante pide {list(REWARD_NAMES)}")
+    differences += reward_mismatch(variant, record)
     return differences
+
+
+def trained_rewards(variant: Variant) -> list:
+    """The reward functions ``variant`` trains: its names (the lesson's three when None), each the student's saved
+    function of that name when there is one (``labs.l71.student_rewards.pick``, as ``python -m labs l71`` does)."""
+    from labs.l71 import student_rewards
+    from rewards import reward_functions
+
+    saved, _ = student_rewards.load(echo=lambda _: None)
+    names = list(variant.rewards) if variant.rewards is not None else None
+    return student_rewards.pick(saved, names) if saved is not None else reward_functions(names)
+
+
+def reward_mismatch(variant: Variant, record: dict) -> list[str]:
+    """How the reward functions a folder trained (names and the sources' SHA-256) differ from the variant's."""
+    from labs.l71 import recipe_identity
+
+    if not {"recipe", "reward_sources", "reward_functions"} & set(record):
+        return []  # a folder that recorded no reward functions: nothing to compare
+    recorded = recipe_identity.of_record(record)
+    if recorded is None:
+        names = recorded_rewards(record)
+        wanted = [f.__name__ for f in trained_rewards(variant)]
+        if names is not None and names != wanted:
+            return [f"recompensas: la carpeta tiene {names}, la variante pide {wanted}"]
+        return []
+    wanted = recipe_identity.reward_hashes(trained_rewards(variant))
+    have = {"rewards": recorded["rewards"]}
+    out = recipe_identity.differences_es(have, {"rewards": wanted}, "la carpeta", "la variante")
+    if not out and list(recorded["rewards"]) != list(wanted):
+        out = [f"recompensas: la carpeta tiene {list(recorded['rewards'])}, la variante pide {list(wanted)}"]
+    return out
 
 
 def check_variants(variants: Sequence[Variant], profile: Profile) -> None:

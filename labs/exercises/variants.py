@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
-from labs.core.runfolder import RunFolder, write_json
+from labs.core.runfolder import REFERENCE_PREFIX, RunFolder, write_json
 from labs.core.spanish import duration_es
 from labs.exercises.variant import Variant, settings_mismatch
 from rewards import REWARD_NAMES
@@ -132,11 +132,23 @@ def resolve_profile(profile: Profile | str | None) -> Profile:
     return profile if isinstance(profile, Profile) else get_profile(profile)
 
 
+def recipe_overrides(profile: Profile) -> dict:
+    """The student's saved knobs (the L7.1 notebook, ``labs.l71.settings``) that differ from ``profile``: every
+    exercise run starts from the student's recipe, as the L7.1 run does, so a variant differs from its reference
+    only in its one change."""
+    from labs.l71 import settings
+
+    overrides, _ = settings.load(profile, echo=lambda _: None)
+    return overrides
+
+
 def base_overrides(profile: Profile, budget: dict | None = None, runs_root=None) -> dict:
-    """Settings every exercise variant of this profile changes: the exercises' budget (``BUDGETS``), then
-    ``budget`` (a sweep's ``--set``), or when it is None the budget the last sweep recorded."""
+    """Settings every exercise variant of this profile changes: the student's saved recipe (``recipe_overrides``),
+    the exercises' budget (``BUDGETS``), then ``budget`` (a sweep's ``--set``), or when it is None the budget the
+    last sweep recorded."""
     extra = recorded_budget(profile, runs_root) if budget is None else budget
-    return {**SMOKE_OVERRIDES.get(profile.name, {}), **BUDGETS.get(profile.name, {}), **extra}
+    return {**recipe_overrides(profile), **SMOKE_OVERRIDES.get(profile.name, {}), **BUDGETS.get(profile.name, {}),
+            **extra}
 
 
 def profile_for(profile: Profile, budget: dict | None = None, runs_root=None) -> Profile:
@@ -151,7 +163,8 @@ def lab_run_names(profile: Profile) -> tuple[str, ...]:
 
 
 def reference_variant(profile: Profile | str | None = None, runs_root=None, budget: dict | None = None) -> Variant:
-    """The lesson's recipe (three rewards, the profile's G and beta) on the exercises' budget.
+    """The student's recipe (saved knobs and reward functions: ``base_overrides``; the profile's and the course's
+    when nothing is saved) on the exercises' budget.
 
     Its run folder is ``ref-<profile>``, unless that has not finished and the student's own L7.1 run
     (``lab_run_names``) finished with exactly these settings: then that run is the reference, so the
@@ -159,8 +172,8 @@ def reference_variant(profile: Profile | str | None = None, runs_root=None, budg
     """
     profile = resolve_profile(profile)
     p = profile_for(profile, budget, runs_root)
-    label = f"receta de la lección (G={p.num_generations}, beta={p.beta:g}, tres recompensas)"
-    ref = Variant(f"ref-{profile.name}", base_overrides(profile, budget, runs_root), None, label, "L7.1")
+    label = f"tu receta (G={p.num_generations}, beta={p.beta:g}, tus recompensas guardadas)"
+    ref = Variant(f"{REFERENCE_PREFIX}{profile.name}", base_overrides(profile, budget, runs_root), None, label, "L7.1")
     root = Path(runs_root) if runs_root is not None else runs_dir()
     if RunFolder(root / ref.name).is_finished():
         return ref
@@ -211,7 +224,7 @@ def planned_variants(exercise: str, profile: Profile | str | None = None, runs_r
     common = base_overrides(profile, budget, runs_root)
     if exercise == "E2":
         ref = reference_variant(profile, runs_root, budget)
-        return [Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (receta de la lección)", ref.lab),
+        return [Variant(ref.name, dict(ref.overrides), ref.rewards, "con corrección (tu receta)", ref.lab),
                 Variant(f"e2-{profile.name}-solo-formato", common, PLANNED_E2_REWARDS, "solo formato (sin corrección)", "E2")]
     if exercise == "E1":
         planned = [(f"e1-{profile.name}-g{g}", _planned_group_settings(base, g), f"G={g}") for g in group_sizes(profile)]

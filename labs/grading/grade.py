@@ -210,14 +210,22 @@ MAIN_RUN_RULE_ES = (
 )
 
 
+def is_exercise_reference(data: RunData) -> bool:
+    """E1-E3's shared reference (``ref-<profile>``): the recipe at the exercises' budget, labelled L7.1 so that it
+    trains the saved recipe, but a comparison, never the main run."""
+    name = str((data.run or {}).get("run_name") or data.root.name)
+    return name.startswith(rf.REFERENCE_PREFIX)
+
+
 def main_run_key(data: RunData):
     """Sort key, the grader's one rule for the main run (``MAIN_RUN_RULE_ES``; RUBRIC.md states it): a correctness
-    reward, then L7.1's (``run.json``'s ``lab``), then finished, then the most steps, then the newest."""
+    reward, then L7.1's (``run.json``'s ``lab``; not the exercises' reference), then finished, then the most steps,
+    then the newest."""
     names = [n for n, _ in cr.all_reward_names(data)]
     status = data.status or {}
     return (
         any(dg.is_correctness_name(n) for n in names),
-        (data.run or {}).get("lab") == MAIN_LAB,
+        (data.run or {}).get("lab") == MAIN_LAB and not is_exercise_reference(data),
         status.get("state") == rf.STATE_FINISHED,
         status.get("max_steps") or 0,
         str(status.get("updated") or ""),

@@ -48,15 +48,20 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     try:
         profile = get_profile(args.profile)
-        saved, settings_from = ({}, None) if args.sin_ajustes or args.lab != LAB else settings.load(profile)
+        # every lab label trains the student's recipe (labs.l71.recipe_identity): L7.1 itself, and E1-E3's
+        # reference and variants with their one change on top (--set and --rewards win over what is saved)
+        saved, settings_from = ({}, None) if args.sin_ajustes else settings.load(profile)
         overrides = {**saved, **overrides_from_cli(args.set, profile)}  # --set wins over the notebook's settings
         names = [n.strip() for n in args.rewards.split(",")] if args.rewards else None
-        funcs = None  # by name; L7.1 with no --rewards trains the student's saved functions when there are some
-        if args.lab == LAB and names is None and not args.recompensas_del_curso:
+        funcs = None  # by name, unless the student saved functions of those names (then those train)
+        if not args.recompensas_del_curso:
             say = print if distributed.is_main_process() else (lambda _: None)
-            funcs, _ = student_rewards.load(echo=say)
-            if funcs is None:
-                student_rewards.course_note(echo=say)
+            saved_funcs, _ = student_rewards.load(echo=say)
+            if saved_funcs is None:
+                if names is None:
+                    student_rewards.course_note(echo=say)
+            else:
+                funcs = student_rewards.pick(saved_funcs, names)
         path = run_lab(
             profile, run_name=args.run_name, fresh=args.fresh, reward_names=names, lab=args.lab,
             accept_changes=args.accept_changes, settings_from=settings_from, variant_from=args.variante_de,

@@ -12,6 +12,7 @@ from labs.core import distributed, resources, runinfo
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.runfolder import RUN_JSON, SCHEMA_VERSION, STATE_FINISHED, RunFolder, now_iso, read_json, write_json
+from labs.l71 import recipe_identity
 from rewards import REWARD_NAMES, REWARD_VALUES, reward_functions
 from rewards.own import describe_reward_functions
 
@@ -48,6 +49,8 @@ def write_run_json(run: RunFolder, profile: Profile, lab: str, reward_funcs, bas
         "reward_sources": describe_reward_functions(reward_funcs, REWARD_NAMES),
         "base_model": base_model,
         "dataset": "openai/gsm8k:main",
+        # the recipe's identity (knobs + reward sources): what L7.2, the sweeps and the grader match runs by
+        recipe_identity.KEY: recipe_identity.of_run(profile, reward_funcs),
         **runinfo.collect(),
     }
     record.update(extra or {})
@@ -80,6 +83,8 @@ class Lab:
     ``run_lab`` calls the same steps in order; the notebook calls them cell by cell. Either way the
     run folder is the same.
     """
+
+    opened = True  # the notebook's section 4 opened a run (``labs.l71.notebook.NotOpened`` when it did not)
 
     def __init__(self, profile=None, run_name=None, fresh=False, reward_names=None, lab=LAB,
                  accept_changes=False, settings_from=None, variant_from=None, *, reward_funcs=None, **overrides):
@@ -176,6 +181,8 @@ class Lab:
             record = read_json(self.run.path(RUN_JSON))
             record["grpo_config"].update({k: new for k, (_, new) in changes.items()})
             record["grpo_config_changes"] = {k: {"perfil": old, "usado": new} for k, (old, new) in changes.items()}
+            used = self.profile.replace(**{k: new for k, (_, new) in changes.items() if hasattr(self.profile, k)})
+            record[recipe_identity.KEY] = recipe_identity.of_run(used, self.reward_funcs)  # what the trainer got
             write_json(self.run.path(RUN_JSON), record)
         for key, (old, new) in changes.items():
             print(f"[run] {key}: {new!r} en lugar del valor del perfil {old!r} (queda apuntado en run.json).")

@@ -39,19 +39,32 @@ class NotOpened:
     """Section 4's ``lab`` while an exercise the run needs is unwritten: the run folder's path; nothing loaded or trained."""
 
     read_only = True
+    opened = False  # the cells after section 4 skip their work (``listo = lab.opened``)
 
     def __init__(self, profile: Profile):
         self.profile = profile
         self.run = new_run(profile)
 
 
-def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, echo=print, listo: bool = True):
+def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, echo=print, listo: bool = True,
+             avisar: bool = False):
     """The Lab for this profile's shared run folder, read-only when it already finished (see the module).
 
     It trains the reward functions the notebook saved in section 1 (``labs.l71.student_rewards``), as
     ``python -m labs l71`` does; the course's when none are saved. ``listo=False`` (an exercise the run needs is
-    unwritten: ``labs.l71.pending``) opens nothing and returns a ``NotOpened``.
+    unwritten: ``labs.l71.pending``) opens nothing and returns a ``NotOpened``. ``avisar=True`` (the notebook) says
+    ``RunNotReady``'s message (what to do) and returns a ``NotOpened`` instead of raising: no traceback in a Run All.
     """
+    try:
+        return _open(profile, entrenar_aqui, echo, listo)
+    except RunNotReady as exc:
+        if not avisar:
+            raise
+        echo(str(exc))
+        return NotOpened(profile if isinstance(profile, Profile) else get_profile(profile))
+
+
+def _open(profile, entrenar_aqui, echo, listo):
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     if not listo:
         return NotOpened(profile)

@@ -49,7 +49,17 @@ LR_BANDS = {  # use_lora -> (lowest, highest) learning rate of RL with GRPO
 BETA_HIGHEST = 0.5  # E3 compares 0.2 with the lesson's 0.04; far above, the KL pins the model to the reference
 SHORTEST_COMPLETION = 16  # <think>, some reasoning, </think>, <answer>N</answer>
 CPU_LONGEST_COMPLETION = 256  # on a CPU every new token is a forward pass of the whole model
-FEWEST_LOGGED_STEPS = 2  # a curve needs at least two points
+FEWEST_LOGGED_STEPS = 2  # a curve needs at least two points (the ci smoke profile's two steps)
+
+
+def fewest_logged_points(profile: Profile) -> int:
+    """The fewest logged metrics rows a run may leave: what the rubric's trend tests need
+    (``labs.core.stats.MIN_TREND_POINTS``), or, on a profile whose own recipe logs fewer (the ci smoke test),
+    that many (never under ``FEWEST_LOGGED_STEPS``)."""
+    from labs.core.stats import MIN_TREND_POINTS
+
+    own = profile.max_steps // max(1, profile.logging_steps)
+    return max(FEWEST_LOGGED_STEPS, min(MIN_TREND_POINTS, own))
 
 
 def _is_number(value, integer: bool) -> bool:
@@ -107,9 +117,10 @@ def problems(values: dict, profile: Profile, processes: int = 1) -> dict[str, st
     steps, logging = v["max_steps"], v["logging_steps"]
     if steps < 1 or logging < 1:
         out["max_steps" if steps < 1 else "logging_steps"] = "max_steps y logging_steps cuentan pasos: al menos 1."
-    elif steps // logging < FEWEST_LOGGED_STEPS:
-        out["logging_steps"] = (f"Con estos max_steps y logging_steps el run registra menos de {FEWEST_LOGGED_STEPS} "
-                                "puntos de métricas: no hay curva que leer (la rúbrica mira su tendencia).")
+    elif steps // logging < (fewest := fewest_logged_points(profile)):
+        out["logging_steps"] = (f"Con estos max_steps y logging_steps el run registra menos de {fewest} puntos de "
+                                "métricas: la rúbrica mira la tendencia de las curvas y con menos puntos no la puede "
+                                "juzgar.")
     return out
 
 
@@ -158,6 +169,14 @@ def broken_batch(profile: Profile) -> dict:
 def settings_path(profile: Profile | str) -> Path:
     name = profile.name if isinstance(profile, Profile) else profile
     return runs_dir() / "_ajustes" / f"l71-{name}.json"
+
+
+def saved_elsewhere(profile: Profile | str) -> list[str]:
+    """The profiles other than ``profile`` with saved settings (their files in ``_ajustes``)."""
+    name = profile.name if isinstance(profile, Profile) else profile
+    folder = settings_path(name).parent
+    found = sorted(p.name[len("l71-"):-len(".json")] for p in folder.glob("l71-*.json")) if folder.is_dir() else []
+    return [n for n in found if n != name]
 
 
 def rest_of_recipe(profile: Profile, output_dir: str) -> dict:
@@ -214,6 +233,12 @@ def load(profile: Profile, echo=print) -> tuple[dict, dict | None]:
     """
     path = settings_path(profile)
     if not path.exists():
+        others = saved_elsewhere(profile)
+        if others:
+            echo(f"[ajustes] No hay ajustes guardados para el perfil '{profile.name}' ({path.name}); los hay de "
+                 f"{', '.join(repr(n) for n in others)}, que aquí no se usan (cada perfil tiene su modelo, su memoria "
+                 f"y sus reglas): entreno los del perfil '{profile.name}'. Para usar los tuyos con este perfil, "
+                 "guárdalos desde el cuaderno L7.1 (sección 3) con este perfil.")
         return {}, None
     try:
         record = read_json(path)

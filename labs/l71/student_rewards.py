@@ -134,6 +134,18 @@ def load(echo=print, path: Path | None = None) -> tuple[list | None, Path | None
     return funcs, path
 
 
+def pick(saved, names=None) -> list:
+    """The functions a run with ``--rewards names`` trains: the saved one of each name, else the course's
+    (or a ``file.py:function`` of the student's). ``names`` None: every saved function, in the saved order.
+    So E2's reward list is the student's own functions minus the ones it drops, never the course's stricter ones."""
+    from rewards import reward_functions
+
+    if names is None:
+        return list(saved)
+    by_name = {f.__name__: f for f in saved}
+    return [by_name[n] if n in by_name else reward_functions([n])[0] for n in names]
+
+
 def save(funcs, echo=print) -> Path:
     """Write ``funcs`` (the notebook's section-1 functions) where ``python -m labs l71`` trains them; check it loads."""
     path = reward_file()

@@ -25,6 +25,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labs.core.metrics import merged_rows
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.runfolder import RUN_JSON, STATE_FINISHED, RunFolder, read_json
@@ -104,7 +105,9 @@ class Comparison:
 
     def table_es(self) -> str:
         """Each metric at the course's rate and at 2e-4, one column per step (markdown)."""
-        lines = ["| métrica | learning_rate | " + " | ".join(f"paso {i + 1}" for i in range(self.steps)) + " |",
+        numbers = [row.get("step", i + 1) for i, row in enumerate(self.course.rows[: self.steps])]
+        numbers += list(range(len(numbers) + 1, self.steps + 1))
+        lines = ["| métrica | learning_rate | " + " | ".join(f"paso {n}" for n in numbers) + " |",
                  "|---|---|" + "---|" * self.steps]
         for key, name in COLUMNS:
             for side in (self.course, self.trap):
@@ -112,6 +115,11 @@ class Comparison:
                 cells = ["—" if v is None else f"{v:.3g}" for v in values[: self.steps]]
                 lines.append(f"| {name} | {lr_tag(side.learning_rate)} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
+
+    def _after_first(self) -> str:
+        """The logged steps after the first compared one, as the sentences name them ("2 a 3", "20 a 200")."""
+        steps = [row.get("step", i + 1) for i, row in enumerate(self.course.rows)]
+        return f"{steps[1]} a {steps[-1]}" if len(steps) > 1 else "—"
 
     def verdict_es(self) -> list[str]:
         """What the two runs measured, in Spanish sentences (only numbers read from the runs)."""
@@ -126,12 +134,12 @@ class Comparison:
         if ratio is not None:
             reading = ("la política se aleja de la referencia desde la primera actualización" if ratio >= KL_FACTOR
                        else f"menos de {KL_FACTOR} veces: aquí la trampa no se ve con claridad")
-            out.append(f"KL media de los pasos 2 a {self.steps}: {kl_a:.3g} con {a} y {kl_b:.3g} con {b}, "
+            out.append(f"KL media de los pasos {self._after_first()}: {kl_a:.3g} con {a} y {kl_b:.3g} con {b}, "
                        f"{ratio:.0f} veces más: {reading}.")
         for key, name in (("reward", "Recompensa"), ("completions/clipped_ratio", "Fracción de respuestas cortadas en el tope")):
             x, y = self.course.mean_after_first(key), self.trap.mean_after_first(key)
             if x is not None and y is not None:
-                out.append(f"{name}, media de los pasos 2 a {self.steps}: {x:.3g} con {a} y {y:.3g} con {b}.")
+                out.append(f"{name}, media de los pasos {self._after_first()}: {x:.3g} con {a} y {y:.3g} con {b}.")
         return out
 
     def completions_es(self, per_side: int = 4, width: int = 160) -> str:
@@ -144,13 +152,22 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _side(root: Path, learning_rate: float | None = None, steps: int | None = None) -> Side:
+def _rows_by_step(root: Path, last_step: int | None = None) -> dict[int, dict]:
+    """The run's logged metrics, one merged row per step (``labs.core.metrics.merged_rows``), up to ``last_step``."""
+    return {step: {**row, "step": step} for step, row in merged_rows(RunFolder(root).metrics())
+            if last_step is None or step <= last_step}
+
+
+def _side(root: Path, learning_rate: float | None = None, steps: int | None = None,
+          only: list[int] | None = None) -> Side:
+    """One side: its rows up to step ``steps``, or at exactly the steps ``only`` (the steps both runs logged)."""
     run = RunFolder(root)
-    rows = run.metrics()[:steps] if steps else run.metrics()
+    by_step = _rows_by_step(root, steps)
+    rows = [by_step[s] for s in only] if only is not None else [by_step[s] for s in sorted(by_step)]
     if learning_rate is None:
         learning_rate = read_json(run.path(RUN_JSON))["grpo_config"]["learning_rate"]
     logged = completion_logs.logged(root)
-    last = logged.get(len(rows)) or {}
+    last = logged.get(rows[-1]["step"] if rows else 0) or {}
     texts = [c.text for group in last.values() for c in group]
     return Side(learning_rate, root, rows, texts)
 
@@ -191,32 +208,65 @@ def train_here(profile: Profile, learning_rate: float, steps: int = CPU_STEPS) -
     return lab.run.root
 
 
-def compare(profile: Profile | str | None = None, steps: int | None = None) -> Comparison | None:
-    """The trap beside the course's rate, measured (see the module). None on a GPU profile whose trap run is missing."""
+def cpu_estimate_es(profile: Profile, steps: int = CPU_STEPS) -> str:
+    """How long the two CPU trap runs take, said before they start (Spanish): from the seconds per step the main
+    run measured on this profile (its median ``step_time``), or, before it has trained, that nothing is measured."""
+    main = new_run(profile)
+    times = sorted(r["step_time"] for r in main.metrics() if isinstance(r.get("step_time"), (int, float)))
+    work = f"2 runs de {steps} pasos, más cargar el modelo{' y el pase de formato' if profile.format_pass else ''}"
+    if not times:
+        return (f"{work}; en este perfil aún no hay un paso medido (tu run principal no ha entrenado), así que no "
+                "sé cuánto: en CPU, varios minutos por lo menos")
+    median = times[len(times) // 2]
+    return (f"{work}: unos {duration_es(2 * steps * median)} de pasos a los {median:.0f} s por paso de tu run "
+            f"principal ({main.root.name}, mediana; orientativo: la trampa genera sin vLLM)")
+
+
+def compare(profile: Profile | str | None = None, steps: int | None = None,
+            entrenar_aqui: bool = False) -> Comparison | None:
+    """The trap beside the course's rate, measured (see the module). None on a GPU profile whose trap run is missing,
+    and on a CPU profile whose trap runs are not finished unless ``entrenar_aqui`` (the notebook's switch): a Run All
+    trains nothing it was not asked to, and the cell says first how long it would take."""
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     if profile.use_cpu:
         steps = steps or CPU_STEPS
+        names = [trap_run_name(profile, lr) for lr in (profile.learning_rate, TRAP_LEARNING_RATE)]
+        done = all(RunFolder(runs_dir() / n).is_finished() for n in names)
+        if not done:
+            estimate = cpu_estimate_es(profile, steps)
+            if not entrenar_aqui:
+                print(f"La trampa entrena aquí {estimate}. Para verla, pon ENTRENAR_TRAMPA = True en esta celda y "
+                      "vuelve a ejecutarla (cuando termine, la celda solo lee sus runs).")
+                return None
+            print(f"[trampa] Entreno {estimate}.")
         course = train_here(profile, profile.learning_rate, steps)
         trap = train_here(profile, TRAP_LEARNING_RATE, steps)
         return Comparison(profile.name, steps, _side(course, profile.learning_rate),
                           _side(trap, TRAP_LEARNING_RATE), same_batch_first=True)
     steps = steps or GPU_STEPS
     main, trap = new_run(profile), RunFolder(runs_dir() / trap_run_name(profile, TRAP_LEARNING_RATE))
-    if not trap.is_finished() or len(main.metrics()) < steps:
+    reached = max(_rows_by_step(main.root), default=0)  # the main run's last logged step, not its row count
+    if not trap.is_finished() or reached < steps:
         from labs.vram.timeplan import time_plan
 
         planned = duration_es(time_plan(profile.replace(max_steps=steps, eval_size=32)).hours * 3600)
         print(f"Para ver la trampa en {profile.name}: el run principal ({main.root}) necesita {steps} pasos "
-              f"registrados (tiene {len(main.metrics())}) y el de 2e-4 ({trap.root}) debe haber terminado "
+              f"(va por el {reached}) y el de 2e-4 ({trap.root}) debe haber terminado "
               f"({'terminado' if trap.is_finished() else 'aún no'}). Lánzalo en una terminal (unos {planned}, "
               f"planificado):\n  {terminal_command(profile, steps)}")
         return None
     differ = recipe_differences(main.root, trap.root)
     if differ:
         print(f"Además del learning rate, tu run principal y el de la trampa difieren en: {', '.join(differ)} "
-              "(el principal entrena tus ajustes y recompensas guardados; el de la trampa, los del perfil).")
-    return Comparison(profile.name, steps, _side(main.root, steps=steps), _side(trap.root, steps=steps),
-                      same_batch_first=False)
+              "(los dos entrenan tus ajustes y recompensas guardados al lanzarse: los cambiaste entre uno y otro).")
+    # step with step: a main run that logs every 10 steps is compared at steps 10 and 20, not rows 1-20 with 1-20
+    common = sorted(_rows_by_step(main.root, steps).keys() & _rows_by_step(trap.root, steps).keys())
+    if len(common) < 2:
+        print(f"Tu run principal y el de la trampa comparten {len(common)} paso(s) registrado(s) hasta el {steps} "
+              "(su logging_steps difiere): no hay curva que comparar paso a paso.")
+        return None
+    return Comparison(profile.name, len(common), _side(main.root, steps=steps, only=common),
+                      _side(trap.root, steps=steps, only=common), same_batch_first=False)
 
 
 def recipe_differences(a: Path, b: Path) -> list[str]:

@@ -18,6 +18,7 @@ from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.resources import RESOURCES_JSON, ResourceMonitor, gib, nvidia_smi_used_gib, read_resources, write_resources
 from labs.core.runfolder import RUN_JSON, RunFolder, read_json
+from labs.l71 import recipe_identity
 from labs.l72.trainer import NOT_COMPARED
 
 # The settings two runs must share for a side-by-side comparison to mean anything (the model may differ:
@@ -28,14 +29,8 @@ COMPARABLE_FIELDS = ("data_source", "train_size", "eval_size", "max_prompt_token
                      "eval_max_new_tokens", "use_vllm")
 
 
-def find_lab_run(lab: str, profile: Profile | str, root: str | os.PathLike | None = None) -> Path | None:
-    """The newest finished run of ``lab`` under the runs folder made with ``profile``'s recipe, or None.
-
-    A run counts only if its ``run.json`` has the same profile name and the same values for
-    :data:`COMPARABLE_FIELDS` (an L7.1 run with ``--set max_steps=2`` is not a reference for L7.2).
-    """
-    profile = profile if isinstance(profile, Profile) else get_profile(profile)
-    wanted = {k: getattr(profile, k) for k in COMPARABLE_FIELDS}
+def _finished_runs(lab: str, profile: Profile, root) -> list[tuple[float, Path, dict]]:
+    """(mtime of run.json, folder, record) of every finished run of ``lab`` with ``profile``'s name, newest last."""
     root = Path(root) if root is not None else runs_dir()
     found = []
     for child in root.iterdir() if root.is_dir() else ():
@@ -44,11 +39,49 @@ def find_lab_run(lab: str, profile: Profile | str, root: str | os.PathLike | Non
             record = read_json(folder.path(RUN_JSON))
         except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
             continue
+        if (record.get("lab") == lab and (record.get("profile") or {}).get("name") == profile.name
+                and folder.is_finished()):
+            found.append((folder.path(RUN_JSON).stat().st_mtime, child, record))
+    return sorted(found, key=lambda f: (f[0], str(f[1])))
+
+
+def find_lab_run(lab: str, profile: Profile | str, root: str | os.PathLike | None = None) -> Path | None:
+    """The newest finished run of ``lab`` under the runs folder made with the recipe it should have, or None.
+
+    L7.1's run is matched by the student's recipe (``labs.l71.recipe_identity``: the saved knobs, else the
+    profile's, and the saved reward functions' sources, else the course's), the one ``python -m labs l71`` trains;
+    the other :data:`COMPARABLE_FIELDS` must be the profile's. Another lab's run, by the profile's values of
+    :data:`COMPARABLE_FIELDS` (an L7.1 run with ``--set max_steps=2`` is not a reference for L7.2).
+    """
+    from labs.l71 import recipe_identity
+    from labs.l71.settings import LESSON_KNOBS
+
+    profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    recipe = recipe_identity.saved(profile) if lab == "L7.1" else None
+    wanted = {k: getattr(profile, k) for k in COMPARABLE_FIELDS if recipe is None or k not in LESSON_KNOBS}
+    for _, child, record in reversed(_finished_runs(lab, profile, root)):
         saved = record.get("profile") or {}
-        same = saved.get("name") == profile.name and all(saved.get(k) == v for k, v in wanted.items())
-        if record.get("lab") == lab and same and folder.is_finished():
-            found.append((folder.path(RUN_JSON).stat().st_mtime, child))
-    return max(found)[1] if found else None
+        if not all(saved.get(k) == v for k, v in wanted.items()):
+            continue
+        if recipe is None or (recipe_identity.of_record(record) or {}).get("id") == recipe["id"]:
+            return child
+    return None
+
+
+def other_recipe_es(profile: Profile | str, root: str | os.PathLike | None = None) -> list[str]:
+    """When no finished L7.1 run trained the student's recipe but one trained another: which, and every difference."""
+    from labs.l71 import recipe_identity
+
+    profile = profile if isinstance(profile, Profile) else get_profile(profile)
+    runs = _finished_runs("L7.1", profile, root)
+    if not runs:
+        return []
+    _, child, record = runs[-1]
+    have = recipe_identity.of_record(record) or {}
+    lines = recipe_identity.differences_es(have, recipe_identity.saved(profile), f"{child.name}", "tu receta guardada")
+    return [f"El run terminado de L7.1 {child.name} entrenó otra receta que la que tienes guardada ("
+            + "; ".join(lines) + "): no lo comparo. Para entrenar la tuya, en una terminal: python -m labs l71 "
+            f"--profile {profile.name} --fresh."] if lines else []
 
 
 def run_l71_in_subprocess(profile_name: str, show=print) -> Path:
@@ -114,12 +147,21 @@ def prime_format_pass_in_subprocess(profile_name: str, show=print) -> None:
         raise RuntimeError("El pase de formato falló:\n" + "\n".join(done.stderr.splitlines()[-20:]))
 
 
-def ensure_l71_run(profile_name: str, show=print) -> Path:
-    """L7.1's finished run folder for this profile, running L7.1 in a child process if there is none."""
+def ensure_l71_run(profile_name: str, show=print) -> Path | None:
+    """L7.1's finished run folder for this profile (its student's recipe), running L7.1 in a child process if
+    there is none and the recipe is saved; None, with the L7.1 sections to finish, when it is not saved."""
     found = find_lab_run("L7.1", profile_name)
     if found is not None:
         show(f"[l71] Uso el run de L7.1 que ya existe: {found}")
         return found
+    for line in other_recipe_es(profile_name):
+        show(line)
+    missing = recipe_identity.missing_sections_es(get_profile(profile_name))
+    if missing:  # the main run trains the student's recipe: never one of the course's behind the student's back
+        show(f"[l71] Aún no hay un run de L7.1 terminado con tu receta, y tu receta no está guardada: termina en el "
+             f"cuaderno L7.1 {' y '.join(missing)}; después vuelve a ejecutar esta celda (el run de L7.1, unos "
+             "minutos en CPU, se lanza entonces en otro proceso).")
+        return None
     prime_format_pass_in_subprocess(profile_name, show)
     return run_l71_in_subprocess(profile_name, show)
 
@@ -172,6 +214,7 @@ def lab_record(run_root: str | os.PathLike) -> dict:
         # what the trainer really used when the run recorded it (L7.2: trainer_args), else what it asked for
         "settings": run.get("trainer_args") or run.get("grpo_config") or {},
         "settings_source": "trainer_args" if run.get("trainer_args") else "grpo_config",
+        "recipe": recipe_identity.of_record(run),  # the knobs and the reward functions' sources it trained
     }
 
 
@@ -187,6 +230,15 @@ def settings_differences(ref: dict, other: dict) -> list[tuple[str, object, obje
         if a != b:
             out.append((key, a, b))
     return out
+
+
+def reward_differences_es(ref: dict, other: dict) -> list[str]:
+    """How the reward functions the two runs trained differ (names and the sources' SHA-256), in Spanish."""
+    a, b = ref.get("recipe"), other.get("recipe")
+    if not a or not b:
+        return []
+    return [line.removeprefix("recompensas: ") for line in recipe_identity.differences_es(
+        {"rewards": a["rewards"]}, {"rewards": b["rewards"]}, ref["lab"], other["lab"])]
 
 
 def describe_settings_es(records: list[dict]) -> list[str]:
@@ -207,6 +259,10 @@ def describe_settings_es(records: list[dict]) -> list[str]:
                     r["settings_source"] == "grpo_config" else "no los registró")
             lines.append(f"Sin registrar en {r['lab']} (su run.json {what}): " + ", ".join(
                 f"{k} ({o['lab']} usó {v!r})" for k, v in only) + ".")
+    rewards = reward_differences_es(ref, other)
+    if rewards:
+        lines.append(f"Funciones de recompensa distintas entre {ref['lab']} y {other['lab']}: " + "; ".join(rewards)
+                     + ". La recompensa y la exactitud de arriba no se comparan con la misma vara.")
     if not diffs:
         lines.append(f"Ajustes de entrenamiento: los mismos en {ref['lab']} y {other['lab']} "
                      f"({len(set(ref['settings']) - set(NOT_COMPARED))} comparados).")

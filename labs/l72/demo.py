@@ -262,7 +262,7 @@ def l71_reference(profile: Profile | str | None = None, show=print) -> Path | No
     the comparison reads the main run and says where the two recipes differ (``describe_settings_es``).
     """
     from labs.l71.notebook import terminal_command as terminal_command_l71
-    from labs.l72.compare import ensure_l71_run, find_lab_run
+    from labs.l72.compare import ensure_l71_run, find_lab_run, other_recipe_es
 
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     chosen, _ = l72_profile(profile)
@@ -274,7 +274,9 @@ def l71_reference(profile: Profile | str | None = None, show=print) -> Path | No
     if found is not None:
         show(f"Comparo con tu run de L7.1 (perfil {profile.name}, el run principal): {found}.{other}")
         return found
-    show(f"No hay un run terminado de L7.1 con tu perfil {profile.name}. Lánzalo en una terminal: "
+    for line in other_recipe_es(profile):
+        show(line)
+    show(f"No hay un run terminado de L7.1 con tu perfil {profile.name} y tu receta. Lánzalo en una terminal: "
          f"{terminal_command_l71(profile)}. Sin él, la comparación de la sección 7 no se hace.")
     return None
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from labs import l71
+from labs.l71 import recipe_identity
 from labs.core.profiles import Profile
 from labs.core.runfolder import read_jsonl
 from labs.l72.lora import lora_engine_check
@@ -118,7 +119,8 @@ def run_l71(profile: Profile, root: Path) -> dict:
     """L7.1 (TRL + vLLM colocate) on the rehearsal's budget, plus the base model's holdout."""
     rp = budget.rehearsal_profile(profile)
     started = time.perf_counter()
-    lab = l71.Lab(rp, run_name=str(root / "l71"))
+    # the student's saved reward functions (else the course's): the rehearsal tries what the long run will train
+    lab = l71.Lab(rp, run_name=str(root / "l71"), reward_funcs=recipe_identity.saved_rewards())
     try:
         trainer, timer = _trainer_with_timer(lab)
         sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step
@@ -209,6 +211,9 @@ def run_l72_cpu(profile: Profile, root: Path) -> dict:
 
 
 def run_part(name: str, profile: Profile, root: Path) -> dict:
+    # the student's saved knobs (labs.l71.settings): a saved 4x8 batch or another learning rate is tried here,
+    # in minutes, not first in the multi-hour run
+    profile = recipe_identity.saved_profile(profile)
     if name == "l71":
         return run_l71(profile, root)
     if profile.use_cpu:

@@ -19,6 +19,8 @@ from labs.core.profiles import PROFILES, Profile, get_profile
 from labs.core.spanish import duration_es
 from labs.vram.timeplan import LABEL_ES, time_plan
 
+# what outlook_es recommends for the main run before a rehearsal measures anything; route_profile prints its route
+RECOMMENDED_BEFORE_MEASURING = "rtx5090-base"
 L72_PROFILE = "rtx5090"  # the lead's decision (issue 25 item 3): L7.2 stays on the instruct profile
 TERMINAL = "terminal"
 NOTEBOOK = "cuaderno"
@@ -138,7 +140,7 @@ def route_profile() -> tuple[Profile, str]:
 
     The saved choice (``python -m labs profile``) when there is one, even on a machine without a GPU (the
     route only plans, it loads nothing); else ``COURSE_PROFILE`` when it names a GPU profile; else the
-    lesson's ``rtx5090`` until the rehearsal recommends one.
+    profile the outlook recommends (``recommended_profile``: the rehearsal's, else the rules' rtx5090-base).
     """
     import os
 
@@ -151,10 +153,24 @@ def route_profile() -> tuple[Profile, str]:
     env = os.environ.get(PROFILE_ENV, "").strip().lower()
     if env in PROFILES and not PROFILES[env].use_cpu:
         return get_profile(env), f"{PROFILE_ENV}={env}"
-    return get_profile(L72_PROFILE), (
-        "aún no has guardado un perfil de GPU: es la ruta del perfil de la lección; tras el ensayo, "
+    recommended, source = recommended_profile()
+    return get_profile(recommended), (
+        f"aún no has guardado un perfil de GPU: es la ruta del perfil que {source} recomienda; "
         "python -m labs profile --accept guarda el recomendado y esta celda imprime la suya"
         + (profile_choice.unusable_note() if saved else ""))
+
+
+def recommended_profile() -> tuple[str, str]:
+    """The GPU profile the outlook recommends for the main run, and who says so (Spanish): the newest GPU
+    rehearsal's recommendation (``labs.grading.outlook.recommend``), else the rules' ``RECOMMENDED_BEFORE_MEASURING``."""
+    from labs.grading import outlook
+
+    path = outlook.newest_rehearsal()
+    record = outlook.read_rehearsal(path) if path else None
+    rec = outlook.recommend(record) if record is not None else None
+    if rec is not None and rec.profile is not None:
+        return rec.profile, "el ensayo"
+    return RECOMMENDED_BEFORE_MEASURING, "la rúbrica (sin ensayo todavía)"
 
 
 def outlook_es(rehearsal: dict | None = None) -> str:
@@ -188,7 +204,7 @@ def outlook_es(rehearsal: dict | None = None) -> str:
         f"los problemas (precisión base hasta el {best * 100:.1f} %); el ensayo mide la suya en unos 200 problemas.",
         "  [rtx5090-base] Criterios 2 y 3: Qwen3-4B-Base con el pase de formato parte de respuestas cortas y con "
         "errores que corregir: precisión y longitud tienen margen para subir (es donde R1-Zero vio crecer la longitud).",
-        "Por eso la ruta recomienda rtx5090-base para el run principal (L7.1, ejercicios, E4) salvo que el ensayo diga "
+        f"Por eso la ruta recomienda {RECOMMENDED_BEFORE_MEASURING} para el run principal (L7.1, ejercicios, E4) salvo que el ensayo diga "
         "otra cosa; L7.2 sigue en rtx5090. Mídelo: python -m labs rehearse ensaya el perfil guardado o, sin elección, "
         "rtx5090-base con su pase de formato (lo que va a correr); con --profile rtx5090 mide el modelo instruct. Guarda "
         "el perfil con python -m labs profile --accept.",
