@@ -234,6 +234,92 @@ def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, 
     por_token = -objetivo_recortado(torch.exp(logp - logp_viejo), ventajas.unsqueeze(1), 0.2) + beta * kl_k3(logp, logp_ref)
     return {"grpo": perdida_grpo, "dapo": perdida_dapo}.get(loss_type, lambda p, m: perdida_dr_grpo(p, m, max_completion_length))(por_token, mascara)"""),
     ],
+    "entropia-token": [
+        ("softmax y luego su logaritmo (nan con logits grandes)", """
+def entropia_por_token(logits):
+    p = torch.softmax(logits, dim=-1)
+    return -(p * torch.log(p)).sum(dim=-1)"""),
+        ("la media sobre el vocabulario en vez de la suma", """
+def entropia_por_token(logits):
+    logp = torch.log_softmax(logits, dim=-1)
+    return -(logp.exp() * logp).mean(dim=-1)"""),
+        ("sin pesar por la probabilidad", """
+def entropia_por_token(logits):
+    return -torch.log_softmax(logits, dim=-1).sum(dim=-1)"""),
+        ("en bits", """
+def entropia_por_token(logits):
+    logp = torch.log_softmax(logits, dim=-1)
+    return -(logp.exp() * logp / torch.log(torch.tensor(2.0, dtype=logits.dtype))).sum(dim=-1)"""),
+        ("sobre las posiciones en vez del vocabulario", """
+def entropia_por_token(logits):
+    logp = torch.log_softmax(logits, dim=0)
+    return -(logp.exp() * logp).sum(dim=-1)"""),
+    ],
+    "logp-y-entropia": [
+        ("sin la temperatura", """
+def logp_y_entropia(modelo, ids, atencion, mascara, temperatura):
+    logits = modelo(input_ids=ids, attention_mask=atencion).logits
+    C = mascara.shape[1]
+    return logp_por_token(logits, ids, mascara), entropia_por_token(logits[:, -C - 1:-1]) * mascara"""),
+        ("la temperatura multiplicando", """
+def logp_y_entropia(modelo, ids, atencion, mascara, temperatura):
+    logits = modelo(input_ids=ids, attention_mask=atencion).logits * temperatura
+    C = mascara.shape[1]
+    return logp_por_token(logits, ids, mascara), entropia_por_token(logits[:, -C - 1:-1]) * mascara"""),
+        ("la temperatura sobre la log-probabilidad", """
+def logp_y_entropia(modelo, ids, atencion, mascara, temperatura):
+    logits = modelo(input_ids=ids, attention_mask=atencion).logits
+    C = mascara.shape[1]
+    return logp_por_token(logits, ids, mascara) / temperatura, entropia_por_token(logits[:, -C - 1:-1] / temperatura) * mascara"""),
+        ("la entropía en las posiciones de los tokens, sin desplazar", """
+def logp_y_entropia(modelo, ids, atencion, mascara, temperatura):
+    logits = modelo(input_ids=ids, attention_mask=atencion).logits / temperatura
+    C = mascara.shape[1]
+    return logp_por_token(logits, ids, mascara), entropia_por_token(logits[:, -C:]) * mascara"""),
+        ("la entropía sin poner a 0 el relleno", """
+def logp_y_entropia(modelo, ids, atencion, mascara, temperatura):
+    logits = modelo(input_ids=ids, attention_mask=atencion).logits / temperatura
+    C = mascara.shape[1]
+    return logp_por_token(logits, ids, mascara), entropia_por_token(logits[:, -C - 1:-1])"""),
+    ],
+    "paso-micro-lote": [
+        ("sin repartir: cada micro-lote como si fuera el lote", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    perdida = perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps, max_completion_length)
+    perdida.backward()
+    return perdida.detach()"""),
+        ("dapo con los tokens de su micro-lote", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    perdida = perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps, max_completion_length)
+    perdida = perdida / pasos_acumulacion
+    perdida.backward()
+    return perdida.detach()"""),
+        ("dapo dividido dos veces", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    perdida = perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps, max_completion_length)
+    if loss_type == "dapo":
+        perdida = perdida * mascara.sum() / tokens_lote
+    perdida = perdida / pasos_acumulacion
+    perdida.backward()
+    return perdida.detach()"""),
+        ("sin backward", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    perdida = perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps, max_completion_length)
+    if loss_type == "dapo":
+        return (perdida * mascara.sum() / tokens_lote).detach()
+    return (perdida / pasos_acumulacion).detach()"""),
+        ("devuelve la pérdida con su gradiente", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    perdida = perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps, max_completion_length)
+    perdida = perdida * mascara.sum() / tokens_lote if loss_type == "dapo" else perdida / pasos_acumulacion
+    perdida.backward(retain_graph=True)
+    return perdida"""),
+    ],
 }
 
 RIGHT = {
@@ -293,6 +379,30 @@ def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, 
         return ((por_token * m).sum(-1) / m.sum(-1)).mean()
     divisor = m.sum() if loss_type == "dapo" else len(por_token) * max_completion_length
     return (por_token * m).sum() / divisor""")],
+    "entropia-token": [("logsumexp y la esperanza de los logits", """
+def entropia_por_token(logits):
+    lse = torch.logsumexp(logits, dim=-1)
+    p = torch.softmax(logits, dim=-1)
+    return lse - (p * logits).sum(dim=-1)""")],
+    "logp-y-entropia": [("torch.distributions.Categorical", """
+def logp_y_entropia(modelo, ids, atencion, mascara, temperatura):
+    C = mascara.shape[1]
+    salida = modelo(input_ids=ids, attention_mask=atencion)
+    dist = torch.distributions.Categorical(logits=salida.logits[:, -C - 1:-1] / temperatura)
+    m = mascara.to(salida.logits.dtype)
+    return dist.log_prob(ids[:, -C:]) * m, dist.entropy() * m""")],
+    "paso-micro-lote": [("la suma de tokens escrita a mano para dapo", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    if loss_type == "dapo":
+        ratio = torch.exp(logp - logp_viejo)
+        por_token = -objetivo_recortado(ratio, ventajas[:, None], eps) + (beta * kl_k3(logp, logp_ref) if beta else 0)
+        perdida = (por_token * mascara).sum() / tokens_lote
+    else:
+        perdida = perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                              max_completion_length) / pasos_acumulacion
+    perdida.backward()
+    return perdida.detach()""")],
 }
 
 
@@ -318,6 +428,20 @@ def perdida_trl(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, 
 def perdida_dapo(por_token, mascara):
     from labs.l6 import objective
     return torch.tensor(objective.aggregate_loss(por_token, mascara.double(), "dapo"))"""),
+    ("entropia-token", "microstep.token_entropy", """
+def entropia_por_token(logits):
+    from labs.l6 import microstep
+    return microstep.token_entropy(logits)"""),
+    ("logp-y-entropia", "microstep.response_logps_and_entropy", """
+def logp_y_entropia(modelo, ids, atencion, mascara, temperatura):
+    from labs.l6.microstep import response_logps_and_entropy
+    return response_logps_and_entropy(modelo, ids, atencion, mascara, temperatura)"""),
+    ("paso-micro-lote", "microstep.microbatch_step", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    from labs.l6 import microstep
+    return microstep.microbatch_step(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                                     max_completion_length, pasos_acumulacion, tokens_lote)"""),
     ("ventaja-grupo", "advantage.group_advantages", """
 def ventaja_grupo(recompensas, desviacion="muestral"):
     from labs.l6.advantage import group_advantages

@@ -15,6 +15,15 @@ import torch
 
 from labs.core import pending as _core
 
+class _TinyModel(torch.nn.Module):
+    """A model's interface (``.logits`` of shape (B, L, V)) for the tiny input of ``logp_y_entropia``."""
+
+    def forward(self, input_ids, attention_mask=None):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=torch.zeros(*input_ids.shape, 5))
+
+
 # function name -> (the exercise, as the notebook titles it; a tiny valid input)
 EXERCISES = {
     "perdida_reinforce": ("«la pérdida de REINFORCE» (sección 2)",
@@ -38,6 +47,13 @@ EXERCISES = {
     "perdida_trl": ("«tu pérdida de GRPO» (sección 8)",
                     lambda: (torch.zeros(2, 3, requires_grad=True), torch.zeros(2, 3), torch.zeros(2, 3),
                              torch.tensor([1.0, -1.0]), torch.ones(2, 3), 0.04, "grpo", 0.2, 3)),
+    "entropia_por_token": ("«la entropía de cada posición» (sección 8)", lambda: (torch.zeros(2, 3, 5),)),
+    "logp_y_entropia": ("«la respuesta puntuada con la política que la muestreó» (sección 8)",
+                        lambda: (_TinyModel(), torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4, dtype=torch.long),
+                                 torch.ones(1, 2, dtype=torch.long), 0.7)),
+    "paso_micro_lote": ("«el paso de un micro-lote» (sección 8)",
+                        lambda: (torch.zeros(2, 3, requires_grad=True), torch.zeros(2, 3), torch.zeros(2, 3),
+                                 torch.tensor([1.0, -1.0]), torch.ones(2, 3), 0.0, "dapo", 0.2, 3, 2, 12)),
 }
 
 
