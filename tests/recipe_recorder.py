@@ -12,6 +12,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+CI_BASE = "ci-base"  # a CPU profile shaped like rtx5090-base: a format pass and LoRA, on the bundled model
+
+
+def register_ci_base() -> None:
+    """Add ``CI_BASE`` to the course's profiles (this process only; the recorder's child does the same)."""
+    from labs.core.profiles import PROFILES, get_profile
+
+    PROFILES.setdefault(CI_BASE, get_profile("ci").replace(
+        name=CI_BASE, use_lora=True, learning_rate=5e-6, format_pass=True,
+        description="ci con la forma de rtx5090-base (pase de formato y LoRA), solo para las pruebas"))
+
 
 def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab="L7.1", accept_changes=False,
             settings_from=None, variant_from=None, *, reward_funcs=None, **overrides):
@@ -49,5 +60,6 @@ def trained(runs: Path) -> list[str]:
 if __name__ == "__main__":
     from labs.l71 import cli
 
+    register_ci_base()
     cli.run_lab = run_lab
     sys.exit(cli.main(sys.argv[1:]))
