@@ -18,6 +18,11 @@ from labs.l71 import student_rewards
 from labs.l71.lab import Lab, new_run
 
 
+# What a section 5-10 cell prints while section 4 opened no run (``listo`` is False): never silence.
+ESPERA_ES = ("Esta celda espera a la sección 4: termina lo que dice allí (el ejercicio por escribir, o la orden que "
+             "lanza el run) y vuelve a ejecutar el cuaderno.")
+
+
 class RunNotReady(RuntimeError):
     """The run is not finished and should be trained in a terminal; the message says how, in Spanish."""
 
