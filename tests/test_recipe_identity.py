@@ -83,16 +83,6 @@ def test_every_run_json_records_the_recipe_it_trained(runs, recorder):
     assert any(line.startswith("learning_rate:") for line in lines) and any("format_reward" in line for line in lines)
 
 
-def recorder_command(variant, profile_name):
-    """The sweep's child: the lab's own command line, run by tests/recipe_recorder.py (trains nothing)."""
-    import sys
-    from pathlib import Path
-
-    from labs.exercises import sweep
-
-    return [sys.executable, str(Path(__file__).parent / "recipe_recorder.py"), *sweep.lab_command(variant, profile_name)[4:]]
-
-
 def sweep_exercise(exercise, profile, runs):
     from labs.exercises import student, sweep
 
@@ -101,7 +91,7 @@ def sweep_exercise(exercise, profile, runs):
              "E2": lambda: student.e2_variants(profile, lambda names: [n for n in names if n != "correctness_reward"]),
              "E3": lambda: student.e3_variants(profile, lambda p, beta: p.replace(beta=beta))}[exercise]()
     result = sweep.run_sweep(student.saved_variants(exercise, profile), profile, runs_root=runs,
-                             command_for=recorder_command, echo=lambda _: None)
+                             echo=lambda _: None)
     result.raise_on_failure()
     return built, result
 
@@ -209,7 +199,7 @@ def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(r
     student_rewards.save([correctness_reward, format_reward, soft_format_reward], echo=lambda _: None)
     variants = student.saved_variants("E2", profile)
     with pytest.raises(sweep.SweepError) as err:
-        sweep.run_sweep(variants, profile, runs_root=runs, command_for=recorder_command, echo=lambda _: None)
+        sweep.run_sweep(variants, profile, runs_root=runs, echo=lambda _: None)
     text = str(err.value)
     assert "ref-ci ya terminó, pero entrenó otra receta" in text and "recompensas: correctness_reward de la carpeta" in text
     assert re.search(r"python -m labs sweep E2.* --rehacer-distintas", text)
@@ -218,7 +208,7 @@ def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(r
         m.setattr(sweep, "is_smoke_test", lambda _: False)
         with pytest.raises(sweep.SweepError, match="--rehacer-distintas"):
             sweep.read_or_run("E2", variants, profile, runs_root=runs, echo=lambda _: None)
-    result = sweep.run_sweep(variants, profile, runs_root=runs, command_for=recorder_command, echo=lambda _: None,
+    result = sweep.run_sweep(variants, profile, runs_root=runs, echo=lambda _: None,
                              set_aside=True)
     assert [r.state for r in result.results] == [sweep.FINISHED, sweep.SKIPPED]  # only the reference retrains
     assert sorted(recorder()) == ["e2-ci-solo-formato", "ref-ci", "ref-ci"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import recipe_recorder
-from test_recipe_identity import recorder_command, save_recipe
+from test_recipe_identity import save_recipe
 
 from labs.core import runfolder as rf
 from labs.core.profiles import get_profile
@@ -28,7 +28,7 @@ OWN = f"{Path(__file__).parent / 'data' / 'recompensa_alumno.py'}:razonamiento_c
 @pytest.fixture
 def runs(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
-    recipe_recorder.register_ci_base()
+    recipe_recorder.register_ci_base(monkeypatch)
     return tmp_path
 
 
@@ -93,7 +93,7 @@ def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tm
                 "E2": {"recompensas"}, "E3": {"beta"}}
     for exercise in built:
         result = sweep.run_sweep(student.saved_variants(exercise, profile), profile, runs_root=runs,
-                                 command_for=recorder_command, echo=lambda _: None)
+                                 echo=lambda _: None)
         result.raise_on_failure()
         for r in result.results:
             got = changes(recipe_identity.of_record(rf.read_json(r.run_dir / rf.RUN_JSON)), saved)
