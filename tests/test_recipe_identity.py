@@ -254,3 +254,16 @@ def test_e4_trains_the_recipe_plus_the_students_reward_in_the_notebook_and_the_t
     words = shlex.split(e4.terminal_command(profile, names, reward_functions(names), runs))
     assert l71.main(words[4:]) == 0
     assert recipe_identity.of_record(rf.read_json(here / rf.RUN_JSON)) == trained
+
+
+@pytest.mark.cpu_stack  # open_run checks the machine for a CPU profile: the GPU stack's vLLM refuses it
+def test_the_l71_notebook_opens_its_run_with_the_saved_recipe(runs):
+    """The notebook trains where the terminal would: its Lab's profile and rewards are the saved recipe, so run.json's
+    profile (what E1-E3's reference and L7.2 match) says what it trains."""
+    from labs.l71 import open_run
+
+    profile = get_profile("ci")
+    saved = save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    lab = open_run(profile, echo=lambda _: None)  # no run yet: on a CPU profile it trains here (nothing loads yet)
+    assert recipe_identity.of_run(lab.profile, lab.reward_funcs) == saved
+    assert lab.settings_from["values"] == {"learning_rate": 2e-5, "beta": 0.1}
