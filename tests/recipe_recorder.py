@@ -1,16 +1,26 @@
 """``python -m labs l71`` with a recorder in place of training: what a command would train, written to run.json.
 
-``install(monkeypatch)`` replaces ``labs.l71.cli.run_lab`` in this process; run as a script
-(``python tests/recipe_recorder.py <l71 arguments>``) it does the same in a child process, for the sweep's
-``command_for``. The recorder writes the run folder as a run starts it (``write_run_json`` with the profile and
+``install(monkeypatch)`` replaces ``labs.l71.cli.run_lab``, and runs the sweep's children (the lab's real command
+line, ``labs.exercises.sweep.lab_command``) in this process: the recorder trains nothing, so a child process would
+only cost its imports. The recorder writes the run folder as a run starts it (``write_run_json`` with the profile and
 the reward functions the command line resolved: the recipe identity included) and marks it finished; it trains
 nothing. Every call is appended to ``<runs>/_recorder.log`` (one run name a line), so a test can tell what ran twice.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+CI_BASE = "ci-base"  # a CPU profile shaped like rtx5090-base: a format pass and LoRA, on the bundled model
+
+
+def register_ci_base(monkeypatch) -> None:
+    """Add ``CI_BASE`` to the course's profiles for one test (``monkeypatch`` takes it out again)."""
+    from labs.core.profiles import PROFILES, get_profile
+
+    monkeypatch.setitem(PROFILES, CI_BASE, get_profile("ci").replace(
+        name=CI_BASE, use_lora=True, learning_rate=5e-6, format_pass=True,
+        description="ci con la forma de rtx5090-base (pase de formato y LoRA), solo para las pruebas"))
 
 
 def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab="L7.1", accept_changes=False,
@@ -34,20 +44,24 @@ def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab="L7
     return run.root
 
 
+def run_child_here(cmd, log_path=None, env=None, show=None, echo=None, timeout=None):
+    """The sweep's child, ``python -m labs l71 ...`` as ``lab_command`` writes it, run in this process."""
+    from labs.l71 import cli
+
+    words = list(cmd)
+    return cli.main(words[words.index("l71") + 1:]), [], False
+
+
 def install(monkeypatch) -> None:
+    """The recorder in place of training, for ``python -m labs l71`` and for the sweep's children."""
+    from labs.exercises import sweep
     from labs.l71 import cli
 
     monkeypatch.setattr(cli, "run_lab", run_lab)
+    monkeypatch.setattr(sweep, "run_child", run_child_here)
 
 
 def trained(runs: Path) -> list[str]:
     """The run names the recorder wrote, in order (one line per training it stood in for)."""
     log = Path(runs) / "_recorder.log"
     return log.read_text(encoding="utf-8").split() if log.exists() else []
-
-
-if __name__ == "__main__":
-    from labs.l71 import cli
-
-    cli.run_lab = run_lab
-    sys.exit(cli.main(sys.argv[1:]))

@@ -20,7 +20,7 @@ import re
 import pytest
 
 from labs import assign
-from wrong_answers import Checks, course_code_test, hint_leaks, parse, run_untouched, standard_tests, stub_comments
+from wrong_answers import Checks, cell_text, course_code_test, hint_leaks, parse, run_untouched, standard_tests, stub_comments
 
 NAME = "L7_1_grpo_trl_vllm.ipynb"
 SOURCE = assign.SOURCES_DIR / NAME
@@ -369,7 +369,15 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     saved for the terminal run, and every cell that needs a student function says, in Spanish, which exercise to finish."""
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
     # Section 12's trap runs here too: behind its switch (ENTRENAR_TRAMPA = False) it only says how long it would take.
-    said, _ = run_untouched(STUDENT, tmp_path, guard="l71.ejercicios_hechos(")
+    said, nb = run_untouched(STUDENT, tmp_path, guard="l71.ejercicios_hechos(")
     assert len(said) >= 6 and all("termina el ejercicio «" in s for s in said), said
     assert not (tmp_path / "runs" / "_ajustes").exists()  # no reward file, no settings saved
     assert not any((tmp_path / "runs").glob("l71-*/metrics.jsonl"))  # nothing trained
+    # sections 5-10 wait for section 4's run and say so (they printed nothing), and the trap says how to train it
+    from labs.l71 import ESPERA_ES
+
+    waiting = [c for c in nb.cells if c.cell_type == "code" and cell_text(c).startswith("if listo:")]
+    printed = ["".join(o.get("text", "") for o in c.outputs) for c in waiting]
+    assert len(waiting) >= 8 and all(ESPERA_ES in p for p in printed), printed
+    trap_cell = next(c for c in nb.cells if "trap.compare(" in cell_text(c))
+    assert "ENTRENAR_TRAMPA = True" in "".join(o.get("text", "") for o in trap_cell.outputs)

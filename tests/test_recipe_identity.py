@@ -83,16 +83,6 @@ def test_every_run_json_records_the_recipe_it_trained(runs, recorder):
     assert any(line.startswith("learning_rate:") for line in lines) and any("format_reward" in line for line in lines)
 
 
-def recorder_command(variant, profile_name):
-    """The sweep's child: the lab's own command line, run by tests/recipe_recorder.py (trains nothing)."""
-    import sys
-    from pathlib import Path
-
-    from labs.exercises import sweep
-
-    return [sys.executable, str(Path(__file__).parent / "recipe_recorder.py"), *sweep.lab_command(variant, profile_name)[4:]]
-
-
 def sweep_exercise(exercise, profile, runs):
     from labs.exercises import student, sweep
 
@@ -101,7 +91,7 @@ def sweep_exercise(exercise, profile, runs):
              "E2": lambda: student.e2_variants(profile, lambda names: [n for n in names if n != "correctness_reward"]),
              "E3": lambda: student.e3_variants(profile, lambda p, beta: p.replace(beta=beta))}[exercise]()
     result = sweep.run_sweep(student.saved_variants(exercise, profile), profile, runs_root=runs,
-                             command_for=recorder_command, echo=lambda _: None)
+                             echo=lambda _: None)
     result.raise_on_failure()
     return built, result
 
@@ -209,7 +199,7 @@ def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(r
     student_rewards.save([correctness_reward, format_reward, soft_format_reward], echo=lambda _: None)
     variants = student.saved_variants("E2", profile)
     with pytest.raises(sweep.SweepError) as err:
-        sweep.run_sweep(variants, profile, runs_root=runs, command_for=recorder_command, echo=lambda _: None)
+        sweep.run_sweep(variants, profile, runs_root=runs, echo=lambda _: None)
     text = str(err.value)
     assert "ref-ci ya terminó, pero entrenó otra receta" in text and "recompensas: correctness_reward de la carpeta" in text
     assert re.search(r"python -m labs sweep E2.* --rehacer-distintas", text)
@@ -218,7 +208,7 @@ def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(r
         m.setattr(sweep, "is_smoke_test", lambda _: False)
         with pytest.raises(sweep.SweepError, match="--rehacer-distintas"):
             sweep.read_or_run("E2", variants, profile, runs_root=runs, echo=lambda _: None)
-    result = sweep.run_sweep(variants, profile, runs_root=runs, command_for=recorder_command, echo=lambda _: None,
+    result = sweep.run_sweep(variants, profile, runs_root=runs, echo=lambda _: None,
                              set_aside=True)
     assert [r.state for r in result.results] == [sweep.FINISHED, sweep.SKIPPED]  # only the reference retrains
     assert sorted(recorder()) == ["e2-ci-solo-formato", "ref-ci", "ref-ci"]
@@ -264,3 +254,16 @@ def test_e4_trains_the_recipe_plus_the_students_reward_in_the_notebook_and_the_t
     words = shlex.split(e4.terminal_command(profile, names, reward_functions(names), runs))
     assert l71.main(words[4:]) == 0
     assert recipe_identity.of_record(rf.read_json(here / rf.RUN_JSON)) == trained
+
+
+@pytest.mark.cpu_stack  # open_run checks the machine for a CPU profile: the GPU stack's vLLM refuses it
+def test_the_l71_notebook_opens_its_run_with_the_saved_recipe(runs):
+    """The notebook trains where the terminal would: its Lab's profile and rewards are the saved recipe, so run.json's
+    profile (what E1-E3's reference and L7.2 match) says what it trains."""
+    from labs.l71 import open_run
+
+    profile = get_profile("ci")
+    saved = save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    lab = open_run(profile, echo=lambda _: None)  # no run yet: on a CPU profile it trains here (nothing loads yet)
+    assert recipe_identity.of_run(lab.profile, lab.reward_funcs) == saved
+    assert lab.settings_from["values"] == {"learning_rate": 2e-5, "beta": 0.1}

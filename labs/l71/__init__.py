@@ -28,6 +28,6 @@ from labs.l71.lab import (
     sync_engine,
     write_run_json,
 )
-from labs.l71.notebook import RunNotReady, open_run
+from labs.l71.notebook import ESPERA_ES, RunNotReady, open_run
 from labs.l71.pending import ejercicios_hechos  # a cell that needs an unwritten exercise names it, in Spanish
 from labs.training.options import add_run_arguments, overrides_from_cli  # shared by every lab's command line

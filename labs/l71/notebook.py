@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from labs.core.profiles import Profile, get_profile, student_command
 from labs.core.spanish import duration_es
-from labs.l71 import student_rewards
+from labs.l71 import settings, student_rewards
 from labs.l71.lab import Lab, new_run
+
+
+# What a section 5-10 cell prints while section 4 opened no run (``listo`` is False): never silence.
+ESPERA_ES = ("Esta celda espera a la sección 4: termina lo que dice allí (el ejercicio por escribir, o la orden que "
+             "lanza el run) y vuelve a ejecutar el cuaderno.")
 
 
 class RunNotReady(RuntimeError):
@@ -78,6 +83,8 @@ def _open(profile, entrenar_aqui, echo, listo):
     funcs, _ = student_rewards.load(echo=echo)
     if funcs is None:
         student_rewards.course_note(echo=echo)
+    # the saved knobs too, as the terminal's run: run.json's profile and recipe then say what the notebook trains
+    overrides, source = settings.load(profile, echo=echo)
     here = entrenar_aqui or profile.use_cpu
     if run.exists():
         where = f"Hay un run sin terminar en {run.root} (paso {status.get('step', 0)} de {profile.max_steps})."
@@ -88,7 +95,7 @@ def _open(profile, entrenar_aqui, echo, listo):
                 "pon ENTRENAR_AQUI = True; el entrenamiento queda atado a esta pestaña del navegador.)"
             )
         echo(f"{where} Lo continúo aquí desde su último checkpoint.")
-        return Lab(profile, reward_funcs=funcs)
+        return Lab(profile, reward_funcs=funcs, settings_from=source, **overrides)
     if not here:
         raise RunNotReady(
             f"Aún no hay ningún run del perfil '{profile.name}' en {run.root}. Lánzalo en una terminal: {command}"
@@ -96,4 +103,4 @@ def _open(profile, entrenar_aqui, echo, listo):
             "(Para entrenar aquí, pon ENTRENAR_AQUI = True.)"
         )
     echo(f"No hay ningún run del perfil '{profile.name}': lo entreno aquí, en {run.root} (es el mismo que haría {command}).")
-    return Lab(profile, reward_funcs=funcs)
+    return Lab(profile, reward_funcs=funcs, settings_from=source, **overrides)
