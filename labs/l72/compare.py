@@ -72,7 +72,8 @@ def run_l71_in_subprocess(profile_name: str, show=print, command: list[str] | No
     tail: deque[str] = deque(maxlen=childlog.TAIL_LINES)
     run_dir = None
     with childlog.open_log(path, cmd) as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                env=_child_env())
         monitor = ResourceMonitor(gpu="nvidia-smi" if nvidia_smi_used_gib() is not None else None, interval_s=1.0,
                                   pid=proc.pid).start()
         try:
@@ -101,6 +102,17 @@ def run_l71_in_subprocess(profile_name: str, show=print, command: list[str] | No
         })
     show(f"[l71] L7.1 terminó en {duration_es(seconds)}: {_result_es(Path(run_dir))} Carpeta: {run_dir}")
     return Path(run_dir)
+
+
+def _child_env() -> dict:
+    """The kernel's environment, with a free ``MASTER_PORT`` unless the user set one: TRL's colocate mode tries
+    29500 first, and a notebook run beside another training failed with EADDRINUSE (as the sweeps' children did)."""
+    from labs.exercises.child import free_port
+
+    env = dict(os.environ)
+    if not env.get("MASTER_PORT"):
+        env["MASTER_PORT"] = str(free_port())
+    return env
 
 
 def _result_es(run_root: Path) -> str:
