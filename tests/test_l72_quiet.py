@@ -11,6 +11,7 @@ import pytest
 
 import rundirs
 from labs import l72 as u
+from labs.l72 import compare as _compare, demo as _demo  # noqa: F401 - u.compare, u.demo
 from labs.core import childlog
 from labs.core.profiles import get_profile
 
@@ -45,18 +46,21 @@ def _child(tmp_path, body: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def test_the_l71_child_writes_its_output_to_a_log_and_the_cell_gets_a_short_summary(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lab", ["l71", "l72"])
+def test_a_lab_child_writes_its_output_to_a_log_and_the_cell_gets_a_short_summary(tmp_path, monkeypatch, lab):
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
-    run = rundirs.make_run(tmp_path, "l71-ci", metrics=rundirs.history(6), lab="L7.1", profile="ci",
+    label = u.compare.LAB_LABELS[lab]
+    run = rundirs.make_run(tmp_path, f"{lab}-ci", metrics=rundirs.history(6), lab=label, profile="ci",
                            verdicts=rundirs.paired_verdicts(2, 4, 1, 1))
     said: list[str] = []
-    got = u.run_l71_in_subprocess("ci", said.append, command=_child(tmp_path, f"print(json.dumps({{'run_dir': {str(run)!r}}}))"))
+    got = u.compare.run_lab_in_subprocess(lab, "ci", said.append,
+                                          command=_child(tmp_path, f"print(json.dumps({{'run_dir': {str(run)!r}}}))"))
     assert got == run
-    log = childlog.log_path("l71-ci")
+    log = childlog.log_path(f"{lab}-ci")
     text = log.read_text()
     assert text.count("Loading weights") == 40 and text.count("[paso") == 40  # everything the child said, in the log
     assert len(said) == 2 and str(log) in said[0]  # the cell: what runs and where its log is ...
-    assert said[1].startswith("[l71] L7.1 terminó en") and "6 pasos" in said[1] and str(run) in said[1]  # ... and the result
+    assert said[1].startswith(f"[{lab}] {label} terminó en") and "6 pasos" in said[1] and str(run) in said[1]  # the result
     assert not any("Loading weights" in line or "[paso" in line for line in said), said
 
 
@@ -70,3 +74,11 @@ def test_a_failed_l71_child_raises_with_the_logs_last_lines_and_its_path(tmp_pat
     assert "código 3" in message and "ERROR: sin memoria" in message and f"Registro completo: {log}" in message
     assert len(message.splitlines()) <= childlog.TAIL_LINES + 2  # the last lines, not the whole output
     assert len(said) == 1  # only the start line reached the cell before the failure
+
+
+def test_a_finished_l72_run_on_a_cpu_profile_is_read_without_a_child(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    run = rundirs.make_run(tmp_path, "l72-ci", metrics=rundirs.history(2), lab="L7.2", profile="ci")
+    said: list[str] = []
+    assert u.demo.full_run(get_profile("ci"), show=said.append) == run
+    assert said == [f"Leo el run terminado de L7.2: {run}"] and not (tmp_path / childlog.LOG_DIR).exists()

@@ -54,20 +54,29 @@ def find_lab_run(lab: str, profile: Profile | str, root: str | os.PathLike | Non
     return max(found)[1] if found else None
 
 
+LAB_LABELS = {"l71": "L7.1", "l72": "L7.2"}
+
+
 def run_l71_in_subprocess(profile_name: str, show=print, command: list[str] | None = None) -> Path:
-    """Run ``python -m labs l71 --profile <name>`` in a child process and record its peak memory.
+    """``run_lab_in_subprocess`` for L7.1."""
+    return run_lab_in_subprocess("l71", profile_name, show, command)
+
+
+def run_lab_in_subprocess(lab: str, profile_name: str, show=print, command: list[str] | None = None) -> Path:
+    """Run ``python -m labs <lab> --profile <name>`` in a child process and record its peak memory.
 
     A child process, because two vLLM engines cannot share one process (nor, on a 32 GB card, one GPU:
-    run this before loading L7.2). L7.1 writes its own ``resources.json``; the parent also measures the
+    run this before loading L7.2). The lab writes its own ``resources.json``; the parent also measures the
     child (``wait4`` for its peak resident memory, nvidia-smi on a GPU) and writes that only if the
     child's folder has none. The child's whole output goes to a log (``labs.core.childlog``): ``show``
     gets one line at the start (the command, the log's path) and one at the end (steps, accuracy, folder);
-    a failure raises with the log's last lines and its path. ``command`` replaces L7.1's (tests: a stand-in).
+    a failure raises with the log's last lines and its path. ``command`` replaces the lab's (tests: a stand-in).
     """
-    cmd = command or [sys.executable, "-m", "labs", "l71", "--profile", profile_name]
-    path = childlog.log_path(f"l71-{profile_name}")
-    show(f"[l71] Lanzo L7.1 en otro proceso ({childlog.command_text(cmd[1:])}); tarda minutos. Su salida completa va a "
-         f"{path} (síguela en una terminal con: tail -f {path}).")
+    label = LAB_LABELS[lab]
+    cmd = command or [sys.executable, "-m", "labs", lab, "--profile", profile_name]
+    path = childlog.log_path(f"{lab}-{profile_name}")
+    show(f"[{lab}] Lanzo {label} en otro proceso ({childlog.command_text(cmd[1:])}); tarda minutos. Su salida "
+         f"completa va a {path} (síguela en una terminal con: tail -f {path}).")
     started = time.perf_counter()
     tail: deque[str] = deque(maxlen=childlog.TAIL_LINES)
     run_dir = None
@@ -93,14 +102,14 @@ def run_l71_in_subprocess(profile_name: str, show=print, command: list[str] | No
         sampled = monitor.stop()
     seconds = time.perf_counter() - started
     if proc.returncode != 0 or run_dir is None:
-        raise RuntimeError(childlog.failure_es("L7.1", proc.returncode, path, tail))
+        raise RuntimeError(childlog.failure_es(label, proc.returncode, path, tail))
     if read_resources(run_dir) is None:
         write_resources(run_dir, {
-            "lab": "L7.1", "peak_rss_gib": gib(usage.ru_maxrss * 1024),
-            "measured_by": "el proceso que lanzó L7.1 (wait4 sobre el hijo; nvidia-smi en GPU)",
+            "lab": label, "peak_rss_gib": gib(usage.ru_maxrss * 1024),
+            "measured_by": f"el proceso que lanzó {label} (wait4 sobre el hijo; nvidia-smi en GPU)",
             "wall_seconds": round(seconds, 1), **sampled,
         })
-    show(f"[l71] L7.1 terminó en {duration_es(seconds)}: {_result_es(Path(run_dir))} Carpeta: {run_dir}")
+    show(f"[{lab}] {label} terminó en {duration_es(seconds)}: {_result_es(Path(run_dir))} Carpeta: {run_dir}")
     return Path(run_dir)
 
 
