@@ -89,6 +89,10 @@ NOISE_SCRIPT = textwrap.dedent(
     current_platform.import_kernels()  # the _C build this CPU runs (vllm._C needs AVX512-BF16)
     torch.ops._C.init_cpu_memory_env([0])  # vLLM's CPU engine binds its memory: a C++ note on stderr
     logging.getLogger("torch._library.triton").warning("Triton not available, find_triton_kernels = []")
+    import torch.distributed
+    from vllm.triton_utils.dispatcher import _rebind_kernels
+    _rebind_kernels([])  # vLLM's CPU platform scans every module: torch's reduce_op FutureWarning, from vLLM
+    hasattr(torch.distributed.reduce_op, "__dict__")  # the same deprecation from the student's own code stays
     import trl
     from trl import GRPOTrainer  # TRL warns about the vLLM range while importing
     worker = logging.getLogger("vllm.v1.worker.cpu_worker")
@@ -115,13 +119,25 @@ def run_noise(quiet: bool) -> str:
 def test_the_filter_hides_exactly_the_noise_and_keeps_errors_and_deprecations():
     loud, quiet = run_noise(False), run_noise(True)
     noises = ("TRL currently supports vLLM versions", "Triton is not installed", "is not found in LD_PRELOAD",
-              "NUMA binding: Using MEMBIND policy", "Triton not available, find_triton_kernels")
+              "NUMA binding: Using MEMBIND policy", "Triton not available, find_triton_kernels", "dispatcher.py")
     for noise in noises:
         assert noise in loud, noise  # the noise is real
     assert quiet.count("[avisos]") == 1
     for noise in noises:
         assert noise not in quiet, noise
     assert quiet.count("Node 1 is not in available memory nodes") == 1  # the ERROR one stays
+    assert quiet.count("`torch.distributed.reduce_op` is deprecated") == 1  # the student's own, not vLLM's
     for kept in ("KV cache is almost full", "CUDA out of memory", "this argument is deprecated",
                  "something else the student should read"):
         assert kept in quiet, kept
+
+
+def test_vllms_weight_loading_bar_is_turned_off_and_nothing_else():
+    weight_utils = pytest.importorskip("vllm.model_executor.model_loader.weight_utils")
+    original = weight_utils.enable_tqdm
+    try:
+        assert original(True) is True  # the bar is on: rank 0, no process group
+        assert console.quiet_vllm_load_bar() and not console.quiet_vllm_load_bar()  # once
+        assert weight_utils.enable_tqdm(True) is False
+    finally:
+        weight_utils.enable_tqdm = original

@@ -169,9 +169,47 @@ def course_code_test(checks: Checks, calls: list[tuple[str, str, str]]):
     return test_an_answer_that_calls_the_course_solution_is_named
 
 
+# A cell's output is read at a glance: at most MAX_OUTPUT_LINES lines (issue 40, item 3: one L7.2 cell printed 99,
+# a 40-line GPU memory plan for a 32 GB card on a CPU among them). A longer output is a reference the student reads
+# line by line (a table, the route); each is named in LONG_OUTPUTS by a piece of its cell's code, with why.
+MAX_OUTPUT_LINES = 15
+LONG_OUTPUTS = {
+    "format_report(": "the doctor's table: one row per check, as `python -m labs doctor` prints it",
+    "render_es(route(": "the whole route, the student's map from the first notebook to the last",
+    "format_fixes(gpu_checks)": "the appendix's list of what to fix before a GPU profile runs on this machine",
+    "grader.check(": "otter's report on an unanswered question: one message and one result per check",
+    "plan_trl.render_es()": "L7.2's worked example: both routes' memory plans on the lesson's RTX 5090, line by line",
+}
+
+
+def output_lines(outputs) -> int:
+    """How many lines a student reads in a cell's outputs: streams and displayed text (a table's rows); not
+    images, and not a traceback (the error checks see those)."""
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    shown = [str(o.get("data", {}).get("text/plain", "")) for o in outputs
+             if o.get("output_type") in ("display_data", "execute_result") and "image/png" not in o.get("data", {})]
+    return len(text.rstrip("\n").splitlines()) + sum(len(t.splitlines()) for t in shown)
+
+
+def long_output(source: str, outputs, cap: int = MAX_OUTPUT_LINES) -> str | None:
+    """Why a cell's output is too long to read at a glance, or None (fine, or named in ``LONG_OUTPUTS``)."""
+    n = output_lines(outputs)
+    if n <= cap or any(piece in source for piece in LONG_OUTPUTS):
+        return None
+    return (f"{n} lines of output (at most {cap}; a longer reference is named in tests/wrong_answers.LONG_OUTPUTS): "
+            f"{source.strip()[:60]!r}")
+
+
+def long_outputs(nb) -> list[str]:
+    """``long_output`` for every code cell of an executed notebook."""
+    found = [long_output(cell_text(c), c.get("outputs", [])) for c in nb.cells if c.cell_type == "code"]
+    return [f for f in found if f]
+
+
 def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):
-    """Run All on a student notebook as generated (every exercise a stub), in ``tmp_path``: no cell may raise, and no
-    output may hold English library noise (``LIBRARY_NOISE``).
+    """Run All on a student notebook as generated (every exercise a stub), in ``tmp_path``: no cell may raise, no
+    output may hold English library noise (``LIBRARY_NOISE``), and none may be longer than ``MAX_OUTPUT_LINES``
+    unless named in ``LONG_OUTPUTS``.
 
     ``leave_out``: texts of cells to skip (long runs that use no student function: running them is nbval's job).
     Returns what each cell containing ``guard`` (the call that names an unwritten exercise) printed.
@@ -191,6 +229,8 @@ def run_untouched(student: Path, tmp_path: Path, guard: str, leave_out=()):
     assert not errors, errors
     noise = library_noise(nb)
     assert not noise, noise
+    too_long = long_outputs(nb)
+    assert not too_long, too_long
     code = [c for c in nb.cells if c.cell_type == "code"]
     guarded = [c for c in code[1:] if guard in cell_text(c)]  # not the first cell: the notebook's imports and setup
     return ["".join(o.get("text", "") for o in c.outputs) for c in guarded], nb

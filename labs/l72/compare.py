@@ -12,13 +12,16 @@ import os
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
+from labs.core import childlog
 from labs.core.paths import runs_dir
 from labs.core.profiles import Profile, get_profile
 from labs.core.resources import RESOURCES_JSON, ResourceMonitor, gib, nvidia_smi_used_gib, read_resources, write_resources
 from labs.core.runfolder import RUN_JSON, RunFolder, read_json
 from labs.l71 import recipe_identity
+from labs.core.spanish import duration_es
 from labs.l72.trainer import NOT_COMPARED
 
 # The settings two runs must share for a side-by-side comparison to mean anything (the model may differ:
@@ -84,41 +87,84 @@ def other_recipe_es(profile: Profile | str, root: str | os.PathLike | None = Non
             f"--profile {profile.name} --fresh."] if lines else []
 
 
-def run_l71_in_subprocess(profile_name: str, show=print) -> Path:
-    """Run ``python -m labs l71 --profile <name>`` in a child process and record its peak memory.
+LAB_LABELS = {"l71": "L7.1", "l72": "L7.2"}
+
+
+def run_l71_in_subprocess(profile_name: str, show=print, command: list[str] | None = None) -> Path:
+    """``run_lab_in_subprocess`` for L7.1."""
+    return run_lab_in_subprocess("l71", profile_name, show, command)
+
+
+def run_lab_in_subprocess(lab: str, profile_name: str, show=print, command: list[str] | None = None) -> Path:
+    """Run ``python -m labs <lab> --profile <name>`` in a child process and record its peak memory.
 
     A child process, because two vLLM engines cannot share one process (nor, on a 32 GB card, one GPU:
-    run this before loading L7.2). L7.1 writes its own ``resources.json``; the parent also measures the
+    run this before loading L7.2). The lab writes its own ``resources.json``; the parent also measures the
     child (``wait4`` for its peak resident memory, nvidia-smi on a GPU) and writes that only if the
-    child's folder has none.
+    child's folder has none. The child's whole output goes to a log (``labs.core.childlog``): ``show``
+    gets one line at the start (the command, the log's path) and one at the end (steps, accuracy, folder);
+    a failure raises with the log's last lines and its path. ``command`` replaces the lab's (tests: a stand-in).
     """
-    cmd = [sys.executable, "-m", "labs", "l71", "--profile", profile_name]
-    show(f"[l71] Lanzo L7.1 en otro proceso: {' '.join(cmd[1:])}")
+    label = LAB_LABELS[lab]
+    cmd = command or [sys.executable, "-m", "labs", lab, "--profile", profile_name]
+    path = childlog.log_path(f"{lab}-{profile_name}")
+    show(f"[{lab}] Lanzo {label} en otro proceso ({childlog.command_text(cmd[1:])}); tarda minutos. Su salida "
+         f"completa va a {path} (síguela en una terminal con: tail -f {path}).")
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    monitor = ResourceMonitor(gpu="nvidia-smi" if nvidia_smi_used_gib() is not None else None, interval_s=1.0,
-                              pid=proc.pid).start()
-    tail: list[str] = []
+    tail: deque[str] = deque(maxlen=childlog.TAIL_LINES)
     run_dir = None
-    for line in proc.stdout:
-        line = line.rstrip("\n")
-        tail = (tail + [line])[-40:]
-        if line.startswith("{") and '"run_dir"' in line:
-            run_dir = json.loads(line)["run_dir"]
-        elif line.startswith(("[", "ERROR")):
-            show(line)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    sampled = monitor.stop()
+    with childlog.open_log(path, cmd) as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                env=_child_env())
+        monitor = ResourceMonitor(gpu="nvidia-smi" if nvidia_smi_used_gib() is not None else None, interval_s=1.0,
+                                  pid=proc.pid).start()
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                line = line.rstrip("\n")
+                tail.append(line.split("\r")[-1])
+                if line.startswith("{") and '"run_dir"' in line:
+                    run_dir = json.loads(line)["run_dir"]
+        except BaseException:  # Ctrl+C in the notebook: do not leave L7.1 training on its own
+            proc.kill()
+            monitor.stop()
+            raise
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        sampled = monitor.stop()
+    seconds = time.perf_counter() - started
     if proc.returncode != 0 or run_dir is None:
-        raise RuntimeError(f"L7.1 terminó con código {proc.returncode}. Últimas líneas:\n" + "\n".join(tail))
+        raise RuntimeError(childlog.failure_es(label, proc.returncode, path, tail))
     if read_resources(run_dir) is None:
         write_resources(run_dir, {
-            "lab": "L7.1", "peak_rss_gib": gib(usage.ru_maxrss * 1024),
-            "measured_by": "el proceso que lanzó L7.1 (wait4 sobre el hijo; nvidia-smi en GPU)",
-            "wall_seconds": round(time.perf_counter() - started, 1), **sampled,
+            "lab": label, "peak_rss_gib": gib(usage.ru_maxrss * 1024),
+            "measured_by": f"el proceso que lanzó {label} (wait4 sobre el hijo; nvidia-smi en GPU)",
+            "wall_seconds": round(seconds, 1), **sampled,
         })
+    show(f"[{lab}] {label} terminó en {duration_es(seconds)}: {_result_es(Path(run_dir))} Carpeta: {run_dir}")
     return Path(run_dir)
+
+
+def _child_env() -> dict:
+    """The kernel's environment, with a free ``MASTER_PORT`` unless the user set one: TRL's colocate mode tries
+    29500 first, and a notebook run beside another training failed with EADDRINUSE (as the sweeps' children did)."""
+    from labs.exercises.child import free_port
+
+    env = dict(os.environ)
+    if not env.get("MASTER_PORT"):
+        env["MASTER_PORT"] = str(free_port())
+    return env
+
+
+def _result_es(run_root: Path) -> str:
+    """A finished run's steps and accuracy, in one Spanish sentence (from its folder)."""
+    record = lab_record(run_root)
+    accuracy = ""
+    if record["base_accuracy"] is not None and record["trained_accuracy"] is not None:
+        accuracy = (f"; exactitud {record['base_accuracy']:.0%} antes y {record['trained_accuracy']:.0%} después "
+                    f"({record['n_eval']} problemas)")
+    return f"{record['steps']} pasos{accuracy}."
 
 
 _PRIME_SCRIPT = """
@@ -138,13 +184,18 @@ def prime_format_pass_in_subprocess(profile_name: str, show=print) -> None:
 
     Whichever lab ran first would otherwise pay for the supervised pass inside its own process, and its
     peak memory would include it: the comparison would measure the format pass, not the two recipes.
+    The child's output goes to a log (``labs.core.childlog``); a failure raises with its last lines and path.
     """
     if not get_profile(profile_name).format_pass:
         return
+    cmd = [sys.executable, "-c", _PRIME_SCRIPT, profile_name]
+    path = childlog.log_path(f"formato-{profile_name}")
     show("[formato] Compruebo (en otro proceso) que el pase de formato ya está en caché para los dos labs.")
-    done = subprocess.run([sys.executable, "-c", _PRIME_SCRIPT, profile_name], capture_output=True, text=True)
+    with childlog.open_log(path, cmd) as log:
+        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     if done.returncode != 0:
-        raise RuntimeError("El pase de formato falló:\n" + "\n".join(done.stderr.splitlines()[-20:]))
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        raise RuntimeError(childlog.failure_es("El pase de formato", done.returncode, path, lines))
 
 
 def ensure_l71_run(profile_name: str, show=print) -> Path | None:
@@ -269,21 +320,29 @@ def describe_settings_es(records: list[dict]) -> list[str]:
     return lines
 
 
+def _rounded(value, digits: int):
+    """``value`` rounded for reading (a table cell showed "s/paso 31.998386"); None and text as they are."""
+    return round(value, digits) if isinstance(value, float) else value
+
+
 def comparison_table(records: list[dict]):
-    """The side-by-side table (a pandas DataFrame, Spanish headings)."""
+    """The side-by-side table (a pandas DataFrame, Spanish headings), its numbers rounded for reading."""
     import pandas as pd
+
+    def column(key: str, digits: int) -> list:
+        return [_rounded(r[key], digits) for r in records]
 
     rows = {
         "Back-end": [r["backend"] for r in records],
         "Modelo": [r["model"] for r in records],
-        "Memoria (GiB)": [r["memory_gib"] for r in records],
+        "Memoria (GiB)": column("memory_gib", 2),
         "Qué memoria": [r["memory_kind"] if r["memory_gib"] is not None else "sin registrar" for r in records],
-        "Fracción vLLM": [r["vllm_fraction"] for r in records],
+        "Fracción vLLM": column("vllm_fraction", 3),
         "Pasos": [r["steps"] for r in records],
-        "s/paso (mediana)": [r["seconds_per_step"] for r in records],
-        "Recompensa final": [r["reward_final"] for r in records],
-        "Exactitud base": [r["base_accuracy"] for r in records],
-        "Exactitud entrenado": [r["trained_accuracy"] for r in records],
+        "s/paso (mediana)": column("seconds_per_step", 1),
+        "Recompensa final": column("reward_final", 2),
+        "Exactitud base": column("base_accuracy", 3),
+        "Exactitud entrenado": column("trained_accuracy", 3),
         "Problemas": [r["n_eval"] for r in records],
     }
     return pd.DataFrame(rows, index=[r["lab"] for r in records])

@@ -9,7 +9,7 @@ No notebook trains for hours. The notebook:
 * **reads** the long runs (:func:`full_run`, :func:`l71_reference`): a finished run is read; an unfinished one
   on a GPU prints the exact terminal command. Only ``ENTRENAR_AQUI = True`` trains the whole L7.2 run in the
   notebook, through the same cells (``Demo(..., entrenar_aqui=True)``). On the CPU profiles the long runs
-  take minutes and run here, as in L7.1.
+  take minutes and run from here, each in a child process whose output goes to a log under ``runs/_logs/``.
 
 On a GPU, L7.2 always uses the instruct profile ``rtx5090`` (:func:`l72_profile`, see ``ROUTE_ES``).
 """
@@ -235,17 +235,18 @@ class Demo:
 
 
 def full_run(profile: Profile | str | None = None, show=print) -> Path | None:
-    """The whole L7.2 run: read when finished; on a GPU, the terminal command when not (None); CPU: run it here."""
+    """The whole L7.2 run: read when finished; on a GPU, the terminal command when not (None); CPU: run it here,
+    in a child process whose output goes to a log (as L7.1's: ``compare.run_lab_in_subprocess``)."""
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     chosen, _ = l72_profile(profile)
-    if chosen.use_cpu:
-        from labs.l72.lab import run_lab
-
-        return run_lab(profile)  # minutes on a CPU profile; a finished run is only read
     run = l71.new_run(chosen, None, False, LAB)
     if run.is_finished():
         show(f"Leo el run terminado de L7.2: {run.root}")
         return run.root
+    if chosen.use_cpu:
+        from labs.l72.compare import run_lab_in_subprocess
+
+        return run_lab_in_subprocess("l72", chosen.name, show)  # minutes on a CPU profile
     state = f"sin terminar (paso {(run.status() or {}).get('step', 0)} de {chosen.max_steps})" if run.exists() else "sin empezar"
     show(f"El run completo de L7.2 está {state}. Lánzalo en una terminal: {terminal_command(chosen)} (unas "
          f"{_hours(chosen)}; continúa desde su último checkpoint). Después vuelve a ejecutar este cuaderno. "

@@ -1,7 +1,8 @@
 """Lab L7.2 end to end: :func:`run_lab` picks the path (Unsloth on a GPU profile, transformers + PEFT on
 a CPU one) and returns the run folder.
 
-Both paths print the VRAM plan of both routes (labs.vram) before loading anything, write ``run.json``
+Both paths print the VRAM plan of both routes (labs.vram) before loading anything (a CPU profile: one line
+naming the command that shows it), write ``run.json``
 with ``"lab": "L7.2"``, the back-end that actually ran (``backend_used``) and the vLLM memory fraction in
 force (``vllm_memory_fraction``), and record the memory the run used in ``resources.json``.
 """

@@ -2,7 +2,7 @@
 
 :func:`start` applies the profile and runs every check before a model is loaded, importing none of trl,
 transformers and peft (Unsloth's path imports unsloth next, and it must come first); :func:`print_vram_plans`
-prints both routes' memory plans; :func:`record_run`, :func:`update_run_json` and
+prints both routes' memory plans (on a GPU profile); :func:`record_run`, :func:`update_run_json` and
 :func:`finish_resources` write ``run.json`` and ``resources.json`` as L7.1 does, plus L7.2's fields.
 """
 
@@ -48,15 +48,21 @@ def profile_for_l72(profile: Profile) -> tuple[Profile, str | None]:
     return switched, why
 
 
+# On a CPU profile nothing goes to a GPU: a 32 GB card's plan there was 40 lines the student could not use.
+CPU_PLAN_NOTE_ES = ("[vram] Perfil de CPU: aquí nada va a una GPU, así que no hay plan de memoria de GPU. El de la "
+                    "GPU del curso se ve con: python -m labs vram --profile rtx5090")
+
+
 def print_vram_plans(profile: Profile, card_gib: float | None = None) -> list:
-    """Both routes' VRAM plans (labs.vram), printed before anything is loaded."""
-    # The TRL route with LoRA: L7.1's route on the GPU profile, and what the CPU stand-in of L7.2 runs.
+    """Both routes' VRAM plans (labs.vram), printed before anything is loaded; on a CPU profile, one line saying
+    how to see the GPU's plan (and no plans)."""
+    if profile.use_cpu:
+        print(CPU_PLAN_NOTE_ES)
+        return []
+    # The TRL route with LoRA: L7.1's route on the GPU profile.
     plans = [vram.plan(profile, "trl", card_gib, lora=True), vram.plan(profile, "unsloth", card_gib)]
     print("[vram] Plan de memoria de las dos rutas, antes de cargar nada:\n")
     print("\n\n".join(p.render_es() for p in plans))
-    if profile.use_cpu:
-        print("\n[vram] Perfil de CPU: aquí nada va a una GPU (la memoria es la RAM del host). Son los planes de "
-              "las dos rutas en una tarjeta de 32 GB con los ajustes de este perfil.")
     return plans
 
 

@@ -152,6 +152,11 @@ def use_step_lines(trainer, max_steps: int, echo=print, line=step_line, times=No
 # --------------------------------------------------------------------------------------------------
 
 TRL_VLLM_RANGE = r"TRL currently supports vLLM versions from"
+# vLLM's CPU platform scans every module's namespace when it registers its kernels (triton_utils.dispatcher):
+# touching torch.distributed's deprecated ``reduce_op`` there raises torch's FutureWarning, twice, in red, about
+# code that is not the course's. Ignored only when raised from that module: a student's own use still warns.
+VLLM_REDUCE_OP = r"`torch\.distributed\.reduce_op` is deprecated"
+VLLM_REDUCE_OP_MODULE = r"vllm\.triton_utils\.dispatcher"
 # vLLM's logger messages (their format strings), hidden on a CPU only.
 VLLM_CPU_NOISE = (
     "Triton is not installed. triton-cpu is expected on x86 CPUs.",
@@ -174,7 +179,7 @@ NUMA_BINDING_NOTE = "NUMA binding: Using MEMBIND policy"
 QUIET_LINE_ES = (
     "[avisos] Oculto avisos de otras librerías que no piden nada: el de TRL sobre el rango de versiones de vLLM "
     "(vllm-cpu {version} es la versión fijada y probada del curso; python -m labs doctor la comprueba) y los de vLLM "
-    "en CPU sobre Triton, NUMA y LD_PRELOAD (solo afectan a la velocidad del motor en CPU). Los errores, los "
+    "en CPU sobre Triton, NUMA, LD_PRELOAD y torch.distributed.reduce_op (no piden nada al curso). Los errores, los "
     "OOM y los avisos de funciones obsoletas se siguen viendo."
 )
 
@@ -206,6 +211,7 @@ def quiet_third_party(echo=print) -> bool:
         return False
     _installed = True
     warnings.filterwarnings("ignore", message=re.escape(TRL_VLLM_RANGE), category=UserWarning)
+    warnings.filterwarnings("ignore", message=VLLM_REDUCE_OP, category=FutureWarning, module=VLLM_REDUCE_OP_MODULE)
     noise = CpuNoiseFilter()
     for name in VLLM_NOISY_LOGGERS:  # on the loggers themselves: vLLM may rebuild its handlers later
         logging.getLogger(name).addFilter(noise)
@@ -255,4 +261,26 @@ def quiet_numa_binding() -> bool:
 
     init_cpu_memory_env._course_quiet = True
     torch.ops._C.init_cpu_memory_env = init_cpu_memory_env
+    return True
+
+
+def quiet_vllm_load_bar() -> bool:
+    """Turn off vLLM's "Loading safetensors checkpoint shards" bar (True if turned off now).
+
+    vLLM passes ``disable=`` to its tqdm itself, so ``TQDM_DISABLE`` (``labs.core.quiet``) does not reach it, and
+    TRL builds the engine without a way to set vLLM's ``use_tqdm_on_load``. The bar is an English line stored at
+    0 % in a notebook; the course's own ``[run]`` lines say what loads. Nothing else of vLLM changes.
+    """
+    try:
+        from vllm.model_executor.model_loader import weight_utils
+    except ImportError:
+        return False
+    if getattr(weight_utils.enable_tqdm, "_course_quiet", False) or not callable(weight_utils.enable_tqdm):
+        return False
+
+    def enable_tqdm(use_tqdm_on_load: bool) -> bool:
+        return False
+
+    enable_tqdm._course_quiet = True
+    weight_utils.enable_tqdm = enable_tqdm
     return True

@@ -185,6 +185,7 @@ def prepare_environment(profile: Profile, run: RunFolder) -> None:
         from labs.training import vllm_cpu_shim
 
         vllm_cpu_shim.apply()  # no-op unless vLLM runs on its CPU back-end
+        console.quiet_vllm_load_bar()  # vLLM's own English "Loading ... checkpoint shards" bar
         if vllm_cpu_shim.is_applied():
             console.quiet_numa_binding()  # the CPU engine's NUMA note (C++ on stderr), once
     if "wandb" in profile.report_to:

@@ -1,0 +1,32 @@
+"""The cap on a notebook cell's output (tests/wrong_answers.MAX_OUTPUT_LINES) that the untouched-notebook runs
+apply: it fails on what L7.2's run cell printed on a CPU before issue 40 (both GPU memory plans of a 32 GB card,
+40 lines of them) and passes what ``print_vram_plans`` prints there now."""
+
+from __future__ import annotations
+
+from labs import vram
+from labs.core.profiles import get_profile
+from labs.l72.steps import print_vram_plans
+from wrong_answers import LONG_OUTPUTS, MAX_OUTPUT_LINES, long_output, output_lines
+
+
+def _stream(text: str) -> list[dict]:
+    return [{"output_type": "stream", "name": "stdout", "text": text}]
+
+
+def test_the_old_cpu_plans_are_too_long_and_a_named_reference_is_not(capsys):
+    ci = get_profile("ci")
+    # what L7.2's print_vram_plans printed on the ci profile before issue 40 (labs/l72/steps.py then)
+    old = "\n\n".join(p.render_es() for p in (vram.plan(ci, "trl", None, lora=True), vram.plan(ci, "unsloth")))
+    assert output_lines(_stream(old)) > 2 * MAX_OUTPUT_LINES
+    print_vram_plans(ci)
+    assert long_output("ruta_l72 = demo.full_run(perfil)", _stream(capsys.readouterr().out)) is None
+    assert long_output("ruta_l72 = demo.full_run(perfil)", _stream(old))
+    assert long_output("print(format_report(checks))", _stream(old)) is None  # named: the doctor's table
+    assert all(why for why in LONG_OUTPUTS.values())
+    short = _stream("\n".join(f"línea {i}" for i in range(MAX_OUTPUT_LINES)) + "\n")
+    assert long_output("print('x')", short) is None
+    table = [{"output_type": "execute_result", "data": {"text/plain": "\n".join(["fila"] * 20)}}]
+    assert long_output("display(tabla)", table)  # a displayed table's rows count too
+    image = [{"output_type": "display_data", "data": {"image/png": "...", "text/plain": "<Figure>\n" * 20}}]
+    assert long_output("display(figura)", image) is None
