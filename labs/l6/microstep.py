@@ -18,7 +18,9 @@ student's functions on them; ``replay_vs_step`` shows that the replay on the unc
 (``tests/test_microstep.py``).
 
 Tolerances: as ``labs.l6.capstone`` (float32, two summation orders): ``LOSS_ATOL`` on the accumulated loss,
-``GRAD_RTOL`` on the gradient relative to its largest entry, ``ENTROPY_ATOL`` on the mean entropy (nats).
+``GRAD_RTOL`` on the gradient relative to its largest entry, ``ENTROPY_ATOL`` on the mean entropy (nats; TRL's
+fused head sums the 49,152-entry vocabulary in tiles). Measured on a CPU with TRL 1.16 (the references as the
+student): loss at most 3e-8, gradient 4.3e-6, entropy 3e-6.
 ``tests/test_microstep.py`` measures them against the references and shows that each wrong piece (no temperature,
 no accumulation scaling, ``"dapo"`` normalised per micro-batch) misses by far more.
 """
@@ -38,7 +40,7 @@ PARAMETER = capstone.PARAMETER
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo")
 LOSS_ATOL = 1e-5
 GRAD_RTOL = 1e-4
-ENTROPY_ATOL = 1e-5
+ENTROPY_ATOL = 5e-5
 EPS_ADVANTAGE = 1e-4  # TRL's, as in the student's ventaja_grupo
 
 
@@ -102,8 +104,11 @@ def group_advantages_by_prompt(rewards, prompt_keys, advantage_fn) -> np.ndarray
 
 def _recording_all(trainer_class):
     class RecordingTrainer(trainer_class):
+        recording = False  # on during train() only: the comparison calls compute_loss again on what was kept
+
         def compute_loss(self, model, inputs, *args, **kwargs):
-            self.recorded.append({k: v.detach().clone() if torch.is_tensor(v) else v for k, v in inputs.items()})
+            if self.recording:
+                self.recorded.append({k: v.detach().clone() if torch.is_tensor(v) else v for k, v in inputs.items()})
             return super().compute_loss(model, inputs, *args, **kwargs)
 
     return RecordingTrainer
@@ -131,13 +136,16 @@ def run_accumulation_check(output_dir: str | None = None, num_threads: int | Non
         model = model_path(get_profile().replace(model=BUNDLED_MODEL))
         trainer = _recording_all(GRPOTrainer)(model=model, reward_funcs=[ids_reward], args=GRPOConfig(**kwargs),
                                               train_dataset=Dataset.from_list(prompts))
-        trainer.recorded = []
+        trainer.recorded, trainer.recording = [], True
         param = dict(trainer.model.named_parameters())[PARAMETER]
         grads = []
         handle = param.register_hook(lambda g: grads.append(g.detach().clone()))
-        with trainer_check._quiet():
-            trainer.train()
-        handle.remove()
+        try:
+            with trainer_check._quiet():
+                trainer.train()
+        finally:
+            handle.remove()
+            trainer.recording = False
         logged = next((h for h in trainer.state.log_history if "entropy" in h), {})
         return {"trainer": trainer, "micro_batches": trainer.recorded, "dapo_step_grad": sum(grads),
                 "hooked_backwards": len(grads), "logged_entropy": logged.get("entropy"),
