@@ -269,8 +269,11 @@ def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=L
         adv_diff = max(float((a - b["advantages"].float().cpu()).abs().max()) for a, b in zip(advantages, recorded))
         batches = cut_micro_batches(recorded, seed)
         rows = []
+        cache = report.setdefault("_trl_replays", {})  # the model does not change between calls: TRL's answer holds
         for loss_type in loss_types:
-            trl_loss, trl_grad = _trl_replay(trainer, param, batches, loss_type)
+            if (seed, loss_type) not in cache:
+                cache[seed, loss_type] = _trl_replay(trainer, param, batches, loss_type)
+            trl_loss, trl_grad = cache[seed, loss_type]
             loss, grad = _student_pass(model, batches, advantages, logps_fn, step_fn, trainer, loss_type, param)
             scale = float(trl_grad.abs().max())
             rows.append({"loss_type": loss_type, "trl_loss": trl_loss, "loss": loss, "loss_diff": abs(trl_loss - loss),
