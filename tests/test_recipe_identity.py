@@ -267,3 +267,23 @@ def test_the_l71_notebook_opens_its_run_with_the_saved_recipe(runs):
     lab = open_run(profile, echo=lambda _: None)  # no run yet: on a CPU profile it trains here (nothing loads yet)
     assert recipe_identity.of_run(lab.profile, lab.reward_funcs) == saved
     assert lab.settings_from["values"] == {"learning_rate": 2e-5, "beta": 0.1}
+
+
+def test_a_notebook_config_change_updates_the_recorded_recipe(runs):
+    """The notebook's own GRPOConfig (its learning rate, and keys that are no profile field, such as vLLM's context
+    length) reaches run.json's recipe; only the lesson's knobs are part of it."""
+    from types import SimpleNamespace
+
+    from labs.l71.lab import Lab, new_run, write_run_json
+    from labs.training import recipe
+
+    profile = get_profile("ci")
+    run = new_run(profile)
+    write_run_json(run, profile, "L7.1", reward_functions(), "modelo")
+    kwargs = recipe.grpo_config_kwargs(profile, str(run.checkpoints))
+    assert "vllm_max_model_length" in kwargs and "vllm_max_model_length" not in profile.__dataclass_fields__
+    args = SimpleNamespace(**{**kwargs, "learning_rate": 2e-5, "vllm_max_model_length": kwargs["vllm_max_model_length"] + 8})
+    lab = SimpleNamespace(profile=profile, run=run, resumed=False, reward_funcs=reward_functions(), accept_changes=False)
+    Lab.use_trainer(lab, SimpleNamespace(args=args, processing_class=None))
+    record = rf.read_json(run.path(rf.RUN_JSON))
+    assert record["recipe"] == recipe_identity.of_run(profile.replace(learning_rate=2e-5), reward_functions())

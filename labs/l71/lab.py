@@ -181,7 +181,8 @@ class Lab:
             record = read_json(self.run.path(RUN_JSON))
             record["grpo_config"].update({k: new for k, (_, new) in changes.items()})
             record["grpo_config_changes"] = {k: {"perfil": old, "usado": new} for k, (old, new) in changes.items()}
-            used = self.profile.replace(**{k: new for k, (_, new) in changes.items() if hasattr(self.profile, k)})
+            knobs = {k: new for k, (_, new) in changes.items() if k in recipe_identity.LESSON_KNOBS}
+            used = self.profile.replace(**knobs)  # only the lesson's knobs: other GRPOConfig keys are no profile field
             record[recipe_identity.KEY] = recipe_identity.of_run(used, self.reward_funcs)  # what the trainer got
             write_json(self.run.path(RUN_JSON), record)
         for key, (old, new) in changes.items():
