@@ -28,5 +28,8 @@ def test_the_old_cpu_plans_are_too_long_and_a_named_reference_is_not(capsys):
     assert long_output("print('x')", short) is None
     table = [{"output_type": "execute_result", "data": {"text/plain": "\n".join(["fila"] * 20)}}]
     assert long_output("display(tabla)", table)  # a displayed table's rows count too
+    html = [{"output_type": "display_data", "data": {"text/plain": "\n".join(["fila"] * 20),
+                                                     "text/html": "<table>" + "<tr><td>1</td></tr>" * 3 + "</table>"}}]
+    assert output_lines(html) == 3  # JupyterLab shows the HTML: three rows, not pandas' wrapped plain text
     image = [{"output_type": "display_data", "data": {"image/png": "...", "text/plain": "<Figure>\n" * 20}}]
     assert long_output("display(figura)", image) is None

@@ -183,12 +183,18 @@ LONG_OUTPUTS = {
 
 
 def output_lines(outputs) -> int:
-    """How many lines a student reads in a cell's outputs: streams and displayed text (a table's rows); not
-    images, and not a traceback (the error checks see those)."""
+    """How many lines a student reads in a cell's outputs: streams, and displayed text (a table as JupyterLab
+    shows it: its HTML rows when it has them, else its plain text); not images, and not a traceback (the error
+    checks see those)."""
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
-    shown = [str(o.get("data", {}).get("text/plain", "")) for o in outputs
-             if o.get("output_type") in ("display_data", "execute_result") and "image/png" not in o.get("data", {})]
-    return len(text.rstrip("\n").splitlines()) + sum(len(t.splitlines()) for t in shown)
+    n = len(text.rstrip("\n").splitlines())
+    for o in outputs:
+        data = o.get("data", {})
+        if o.get("output_type") not in ("display_data", "execute_result") or "image/png" in data:
+            continue
+        html = str(data.get("text/html", ""))
+        n += html.count("<tr") if "<tr" in html else len(str(data.get("text/plain", "")).splitlines())
+    return n
 
 
 def long_output(source: str, outputs, cap: int = MAX_OUTPUT_LINES) -> str | None:

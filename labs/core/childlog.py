@@ -4,7 +4,8 @@ A notebook cell that ran ``python -m labs l71`` in a child used to echo the chil
 the cell. Now the child's stdout and stderr go to ``<runs>/_logs/<name>.log`` (one file per kind of child,
 appended with a dated header per start, so an interrupted run's log is kept), and the cell prints one line when
 the child starts (what runs, where its log is), one when it ends (the result) and, when it fails, the last lines
-of the log with its path (:func:`failure_es`).
+of the log with its path (:func:`failure_es`). :func:`free_port` gives each training child its own
+``MASTER_PORT``.
 """
 
 from __future__ import annotations
@@ -47,3 +48,24 @@ def failure_es(what: str, returncode: int | None, path: Path, tail: Sequence[str
     shown = "\n".join(f"    | {line}" for line in lines) or "    (no escribió nada)"
     return (f"{what} terminó con código {returncode}. Últimas líneas de su registro:\n{shown}\n"
             f"Registro completo: {path}")
+
+
+def free_port() -> int:
+    """A TCP port the operating system reports free right now (``OSError`` if none).
+
+    TRL's colocate mode starts a one-process torch.distributed group and, when ``MASTER_PORT`` is not set,
+    tries 29500 first; its check binds 127.0.0.1 only, so a port held on the IPv6 wildcard by another
+    training on the same machine passes the check and the child then fails with EADDRINUSE (seen on a
+    shared CPU machine). Each child therefore gets its own free port (a ``MASTER_PORT`` the user set is
+    respected).
+    """
+    import socket
+
+    for family in (socket.AF_INET6, socket.AF_INET):  # the IPv6 wildcard covers IPv4 too (dual stack)
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind(("", 0))
+                return int(s.getsockname()[1])
+        except OSError:
+            continue
+    raise OSError("no free TCP port")

@@ -168,21 +168,10 @@ def run_child(
 
 
 def free_port() -> int:
-    """A TCP port the operating system reports free right now.
+    """A free TCP port for a child's torch.distributed group (``labs.core.childlog.free_port`` says why)."""
+    from labs.core import childlog
 
-    TRL's colocate mode starts a one-process torch.distributed group and, when ``MASTER_PORT`` is not set,
-    tries 29500 first; its check binds 127.0.0.1 only, so a port held on the IPv6 wildcard by another
-    training on the same machine passes the check and the child then fails with EADDRINUSE (seen on a
-    shared CPU machine). Each child therefore gets its own free port (a ``MASTER_PORT`` the user set is
-    respected).
-    """
-    import socket
-
-    for family in (socket.AF_INET6, socket.AF_INET):  # the IPv6 wildcard covers IPv4 too (dual stack)
-        try:
-            with socket.socket(family, socket.SOCK_STREAM) as s:
-                s.bind(("", 0))
-                return int(s.getsockname()[1])
-        except OSError:
-            continue
-    raise SweepError("No encuentro ningún puerto TCP libre en esta máquina para el proceso de entrenamiento.")
+    try:
+        return childlog.free_port()
+    except OSError:
+        raise SweepError("No encuentro ningún puerto TCP libre en esta máquina para el proceso de entrenamiento.") from None

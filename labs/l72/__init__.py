@@ -47,7 +47,8 @@ from labs.l72.backend import (BACKEND_FALLBACK, BACKEND_UNSLOTH, WHY_NO_UNSLOTH_
 from labs.l72.cli import main
 from labs.l72.compare import (COMPARABLE_FIELDS, comparison_table, describe_comparison_es, describe_settings_es,
                               ensure_l71_run, find_lab_run, lab_record, plot_comparison,
-                              prime_format_pass_in_subprocess, run_l71_in_subprocess, settings_differences)
+                              prime_format_pass_in_subprocess, run_l71_in_subprocess, run_lab_in_subprocess,
+                              settings_differences)
 from labs.l72.fallback import FallbackLab
 from labs.l72.gpu import from_pretrained_kwargs, get_peft_model_kwargs
 from labs.l72.lab import run_lab
@@ -82,7 +83,7 @@ __all__ = [
     "profile_for_l72", "record_trainer_settings", "settings_differences", "trainer_settings", "lab_record",
     "lora_engine_check", "main", "package_version",
     "plot_comparison", "prime_format_pass_in_subprocess", "print_vram_plans", "record_run",
-    "require_engine_has_adapter", "require_lora_request", "run_l71_in_subprocess", "run_lab", "save_adapter",
+    "require_engine_has_adapter", "require_lora_request", "run_l71_in_subprocess", "run_lab", "run_lab_in_subprocess", "save_adapter",
     "standby_load_guard", "standby_target_fraction", "start", "unsloth_installed", "unsloth_memory_fraction",
     "update_run_json", "write_resources",
 ]

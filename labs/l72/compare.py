@@ -149,11 +149,9 @@ def run_lab_in_subprocess(lab: str, profile_name: str, show=print, command: list
 def _child_env() -> dict:
     """The kernel's environment, with a free ``MASTER_PORT`` unless the user set one: TRL's colocate mode tries
     29500 first, and a notebook run beside another training failed with EADDRINUSE (as the sweeps' children did)."""
-    from labs.exercises.child import free_port
-
     env = dict(os.environ)
     if not env.get("MASTER_PORT"):
-        env["MASTER_PORT"] = str(free_port())
+        env["MASTER_PORT"] = str(childlog.free_port())
     return env
 
 
