@@ -39,6 +39,7 @@ FAKE_DEVICE = "cuda" if torch.backends.cuda.is_built() else "meta"
 GPU_BRANCH_MODULES = (
     "labs/l6/capstone.py",
     "labs/l6/trainer_check.py",
+    "labs/l6/microstep.py",
     "labs/training/evaluation.py",
     "labs/training/format_pass.py",
     "labs/training/failures.py",

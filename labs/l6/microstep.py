@@ -173,7 +173,7 @@ def student_advantages(report: dict, advantage_fn) -> list[torch.Tensor]:
     out, start = [], 0
     for batch in report["micro_batches"]:
         n = batch["completion_ids"].shape[0]
-        out.append(torch.tensor(adv[start:start + n], dtype=torch.float32))
+        out.append(torch.tensor(adv[start:start + n], dtype=torch.float32, device=batch["advantages"].device))
         start += n
     return out
 
@@ -221,7 +221,7 @@ def _student_pass(model, batches, advantages, logps_fn, step_fn, trainer, loss_t
         logp, _ = logps_fn(model, ids, attention, mask, trainer.temperature)
         loss = step_fn(logp, logp.detach(), logp.detach(), adv.to(logp.device), mask, 0.0, loss_type,
                        trainer.args.epsilon, trainer.args.max_completion_length, ACCUMULATION, batch_tokens)
-        total += float(torch.as_tensor(loss).detach())
+        total += float(loss.detach() if torch.is_tensor(loss) else loss)
     if param.grad is None:
         raise TypeError("Tu paso no dejó gradiente en el modelo: ¿llamas a backward() sobre la pérdida?")
     grad = param.grad.detach().clone()
@@ -266,7 +266,7 @@ def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=L
         model.train()  # TRL's compute_loss reads the mode ("train": its accumulation rules)
         recorded = report["micro_batches"]
         advantages = student_advantages(report, advantage_fn)
-        adv_diff = max(float((a - b["advantages"].float().cpu()).abs().max()) for a, b in zip(advantages, recorded))
+        adv_diff = max(float((a - b["advantages"].float()).abs().max()) for a, b in zip(advantages, recorded))
         batches = cut_micro_batches(recorded, seed)
         rows = []
         cache = report.setdefault("_trl_replays", {})  # the model does not change between calls: TRL's answer holds
