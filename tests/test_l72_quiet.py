@@ -49,11 +49,11 @@ def _child(tmp_path, body: str) -> list[str]:
 @pytest.mark.parametrize("lab", ["l71", "l72"])
 def test_a_lab_child_writes_its_output_to_a_log_and_the_cell_gets_a_short_summary(tmp_path, monkeypatch, lab):
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
-    label = u.compare.LAB_LABELS[lab]
+    label = u.child_runs.LAB_LABELS[lab]
     run = rundirs.make_run(tmp_path, f"{lab}-ci", metrics=rundirs.history(6), lab=label, profile="ci",
                            verdicts=rundirs.paired_verdicts(2, 4, 1, 1))
     said: list[str] = []
-    got = u.compare.run_lab_in_subprocess(lab, "ci", said.append,
+    got = u.child_runs.run_lab_in_subprocess(lab, "ci", said.append,
                                           command=_child(tmp_path, f"print(json.dumps({{'run_dir': {str(run)!r}}}))"))
     assert got == run
     log = childlog.log_path(f"{lab}-ci")

@@ -219,16 +219,16 @@ def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(r
 
 def test_l72_never_trains_the_main_run_before_the_recipe_is_saved(runs, monkeypatch):
     """L7.2's untouched Run All (ci): no saved recipe, so no ``python -m labs l71`` child; the cell says what to do."""
-    from labs.l72 import compare
+    from labs.l72 import child_runs
 
     started = []
-    monkeypatch.setattr(compare, "run_l71_in_subprocess", lambda *a, **k: started.append(a) or runs / "l71-ci")
-    monkeypatch.setattr(compare, "prime_format_pass_in_subprocess", lambda *a, **k: None)
+    monkeypatch.setattr(child_runs, "run_l71_in_subprocess", lambda *a, **k: started.append(a) or runs / "l71-ci")
+    monkeypatch.setattr(child_runs, "prime_format_pass_in_subprocess", lambda *a, **k: None)
     said = []
-    assert compare.ensure_l71_run("ci", show=said.append) is None and started == []
+    assert child_runs.ensure_l71_run("ci", show=said.append) is None and started == []
     assert "sección 1" in said[-1] and "sección 3" in said[-1] and "cuaderno L7.1" in said[-1]
     save_recipe(get_profile("ci"))
-    assert compare.ensure_l71_run("ci", show=said.append) == runs / "l71-ci" and len(started) == 1
+    assert child_runs.ensure_l71_run("ci", show=said.append) == runs / "l71-ci" and len(started) == 1
 
 
 def test_e4_trains_the_recipe_plus_the_students_reward_in_the_notebook_and_the_terminal(runs, recorder, monkeypatch):

@@ -25,7 +25,8 @@ Modules, one job each:
 - ``gpu``: the GPU path (the two Unsloth calls' keywords, the run);
 - ``fallback``: the CPU path (``FallbackLab``);
 - ``lab``: ``run_lab``, which picks the path;
-- ``compare``: L7.1 against L7.2 (``ensure_l71_run``, ``lab_record``, ``comparison_table``, ``plot_comparison``);
+- ``compare``: L7.1 against L7.2 (``lab_record``, ``comparison_table``, ``plot_comparison``); ``child_runs``: each
+  lab in a child process with its output in a log (``ensure_l71_run``, ``run_lab_in_subprocess``);
 - ``cli``: ``main``, the command line;
 - ``answers``: the checks of the four cells the student writes in the notebook (behaviour, no model, no real
   import), with ``sandbox`` (stand-in unsloth/trl/transformers/peft that record the import order) and ``rules``
@@ -45,10 +46,10 @@ from labs.l72 import standby
 from labs.l72.backend import (BACKEND_FALLBACK, BACKEND_UNSLOTH, WHY_NO_UNSLOTH_ON_CPU_ES, Backend,
                               BackendUnavailable, choose_backend, gpu_path, unsloth_installed)
 from labs.l72.cli import main
+from labs.l72.child_runs import (ensure_l71_run, prime_format_pass_in_subprocess, run_l71_in_subprocess,
+                                 run_lab_in_subprocess)
 from labs.l72.compare import (COMPARABLE_FIELDS, comparison_table, describe_comparison_es, describe_settings_es,
-                              ensure_l71_run, find_lab_run, lab_record, plot_comparison,
-                              prime_format_pass_in_subprocess, run_l71_in_subprocess, run_lab_in_subprocess,
-                              settings_differences)
+                              find_lab_run, lab_record, plot_comparison, settings_differences)
 from labs.l72.fallback import FallbackLab
 from labs.l72.gpu import from_pretrained_kwargs, get_peft_model_kwargs
 from labs.l72.lab import run_lab

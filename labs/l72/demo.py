@@ -236,7 +236,7 @@ class Demo:
 
 def full_run(profile: Profile | str | None = None, show=print) -> Path | None:
     """The whole L7.2 run: read when finished; on a GPU, the terminal command when not (None); CPU: run it here,
-    in a child process whose output goes to a log (as L7.1's: ``compare.run_lab_in_subprocess``)."""
+    in a child process whose output goes to a log (as L7.1's: ``child_runs.run_lab_in_subprocess``)."""
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     chosen, _ = l72_profile(profile)
     run = l71.new_run(chosen, None, False, LAB)
@@ -244,7 +244,7 @@ def full_run(profile: Profile | str | None = None, show=print) -> Path | None:
         show(f"Leo el run terminado de L7.2: {run.root}")
         return run.root
     if chosen.use_cpu:
-        from labs.l72.compare import run_lab_in_subprocess
+        from labs.l72.child_runs import run_lab_in_subprocess
 
         return run_lab_in_subprocess("l72", chosen.name, show)  # minutes on a CPU profile
     state = f"sin terminar (paso {(run.status() or {}).get('step', 0)} de {chosen.max_steps})" if run.exists() else "sin empezar"
@@ -263,7 +263,8 @@ def l71_reference(profile: Profile | str | None = None, show=print) -> Path | No
     the comparison reads the main run and says where the two recipes differ (``describe_settings_es``).
     """
     from labs.l71.notebook import terminal_command as terminal_command_l71
-    from labs.l72.compare import ensure_l71_run, find_lab_run, other_recipe_es
+    from labs.l72.child_runs import ensure_l71_run
+    from labs.l72.compare import find_lab_run, other_recipe_es
 
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     chosen, _ = l72_profile(profile)
