@@ -291,7 +291,8 @@ def test_rtx5090_keeps_the_lesson_group_sizes_on_the_exercises_budget(tmp_path):
     assert [v.name for v in ex.e3_variants(cpu, perfil_con_beta, tmp_path)] == ["e3-cpu-beta0", "ref-cpu", "e3-cpu-beta0.2"]
 
 
-def test_reference_reuses_a_finished_l71_run_only_with_identical_settings(tmp_path):
+def test_reference_reuses_a_finished_l71_run_only_with_identical_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))  # no saved recipe but this test's: the course's is the recipe
     gpu = get_profile("rtx5090")
     lesson = {"max_steps": gpu.max_steps}  # the exercises on the lab's own budget: the L7.1 run can be the reference
     assert ex.reference_variant(gpu, tmp_path, lesson).name == "ref-rtx5090"  # nothing finished yet

@@ -287,3 +287,21 @@ def test_a_notebook_config_change_updates_the_recorded_recipe(runs):
     Lab.use_trainer(lab, SimpleNamespace(args=args, processing_class=None))
     record = rf.read_json(run.path(rf.RUN_JSON))
     assert record["recipe"] == recipe_identity.of_run(profile.replace(learning_rate=2e-5), reward_functions())
+
+
+def test_e4_trains_again_when_the_recipe_changes(runs):
+    """E4 is the recipe plus the student's reward: a finished E4 folder of an older recipe is not read as this one
+    (its name named only the student's reward, so a new learning rate read the old run)."""
+    from pathlib import Path
+
+    from labs.exercises import e4
+    from rewards import REWARD_NAMES, reward_functions
+
+    profile = get_profile("ci")
+    own = Path(__file__).resolve().parent / "data" / "recompensa_alumno.py"
+    funcs = reward_functions([*REWARD_NAMES, f"{own}:razonamiento_con_cuentas"])
+    save_recipe(profile)
+    first = e4.run_name(profile, funcs)
+    assert e4.run_name(profile, funcs) == first  # the same recipe: the same folder, read when finished
+    save_recipe(profile, learning_rate=2e-5, beta=0.1)
+    assert e4.run_name(profile, funcs) != first

@@ -71,9 +71,12 @@ def started(marker) -> list[str]:
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     root.mkdir()
+    # the run area is the test's own: the student's saved recipe (runs/_ajustes) is read from it, and a notebook run
+    # earlier in the session may have saved one in the session's area
+    monkeypatch.setenv("COURSE_RUNS", str(root))
     return root, tmp_path / "started.txt"
 
 

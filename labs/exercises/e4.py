@@ -114,13 +114,18 @@ def write_reward_file(func, path: str | Path = REWARD_FILE) -> str:
 
 
 def run_name(profile: Profile, funcs) -> str:
-    """``e4-<profile>-<8 hex digits>``: one run folder per version of the student's functions."""
+    """``e4-<profile>-<8 hex digits>``: one run folder per version of the student's functions and of their recipe."""
     own = own_functions(funcs)
     if not own:
         raise ValueError(
             "E4 pide al menos una función de recompensa tuya (archivo.py:funcion); ahora solo están las del curso."
         )
-    digest = hashlib.sha256("".join(r["source_sha256"] or r["name"] for r in own).encode()).hexdigest()
+    # the recipe's id too: E4 is the student's recipe plus their reward, so a changed recipe is a new run (the old
+    # folder stays, and is no longer read as if it had trained this one)
+    from labs.l71 import recipe_identity
+
+    recipe = recipe_identity.saved(profile)["id"]
+    digest = hashlib.sha256((recipe + "".join(r["source_sha256"] or r["name"] for r in own)).encode()).hexdigest()
     return f"e4-{profile.name}-{digest[:8]}"
 
 

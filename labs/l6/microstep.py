@@ -27,6 +27,8 @@ no accumulation scaling, ``"dapo"`` normalised per micro-batch) misses by far mo
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -242,16 +244,10 @@ def _student_entropy(model, batches, logps_fn, temperature) -> float:
     return float(np.mean(means))
 
 
-def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=LOSS_TYPES, seed: int = 0,
-                     num_threads: int | None = 1) -> dict:
-    """The student's micro-batch steps against TRL's ``compute_loss`` on the recorded micro-batches, cut at seeded
-    lengths (``cut_micro_batches``), one row per ``loss_type``; the student's entropy on the uncut micro-batches
-    against the one TRL logged; TRL's replay on the uncut micro-batches against the real step's gradient.
-
-    ``logps_fn(model, ids, attention, mask, temperature) -> (logp, entropy)``, ``step_fn(logp, old, ref, advantages,
-    mask, beta, loss_type, eps, max_completion_length, accumulation_steps, batch_tokens)`` (calls ``backward``) and
-    ``advantage_fn(rewards of one group)`` are the student's.
-    """
+@contextlib.contextmanager
+def _only_parameter_trains(report: dict, num_threads: int | None):
+    """The trainer's model with only ``PARAMETER`` taking a gradient, in training mode (TRL's ``compute_loss`` reads
+    it: "train" means its accumulation rules); yields ``(trainer, model, param)`` and restores everything after."""
     threads = torch.get_num_threads()
     if num_threads is not None:
         torch.set_num_threads(num_threads)
@@ -263,7 +259,27 @@ def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=L
         param = dict(model.named_parameters())[PARAMETER]
         for p in model.parameters():
             p.requires_grad_(p is param)
-        model.train()  # TRL's compute_loss reads the mode ("train": its accumulation rules)
+        model.train()
+        yield trainer, model, param
+    finally:
+        trainer.loss_type = saved
+        for name, p in model.named_parameters():
+            p.requires_grad_(frozen[name])
+        model.train(was_training)
+        torch.set_num_threads(threads)
+
+
+def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=LOSS_TYPES, seed: int = 0,
+                     num_threads: int | None = 1) -> dict:
+    """The student's micro-batch steps against TRL's ``compute_loss`` on the recorded micro-batches, cut at seeded
+    lengths (``cut_micro_batches``), one row per ``loss_type``; the student's entropy on the uncut micro-batches
+    against the one TRL logged; TRL's replay on the uncut micro-batches against the real step's gradient.
+
+    ``logps_fn(model, ids, attention, mask, temperature) -> (logp, entropy)``, ``step_fn(logp, old, ref, advantages,
+    mask, beta, loss_type, eps, max_completion_length, accumulation_steps, batch_tokens)`` (calls ``backward``) and
+    ``advantage_fn(rewards of one group)`` are the student's.
+    """
+    with _only_parameter_trains(report, num_threads) as (trainer, model, param):
         recorded = report["micro_batches"]
         advantages = student_advantages(report, advantage_fn)
         adv_diff = max(float((a - b["advantages"].float()).abs().max()) for a, b in zip(advantages, recorded))
@@ -279,39 +295,18 @@ def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=L
             rows.append({"loss_type": loss_type, "trl_loss": trl_loss, "loss": loss, "loss_diff": abs(trl_loss - loss),
                          "grad_diff": float((grad - trl_grad).abs().max()) / max(scale, 1e-30)})
         entropy = _student_entropy(model, recorded, logps_fn, trainer.temperature)
-        return {"rows": rows, "entropy": entropy, "trl_entropy": report["logged_entropy"],
-                "entropy_diff": abs(entropy - report["logged_entropy"]), "advantage_diff": adv_diff,
-                "micro_batch_tokens": [int(b["completion_mask"].sum()) for b in batches]}
-    finally:
-        trainer.loss_type = saved
-        for name, p in model.named_parameters():
-            p.requires_grad_(frozen[name])
-        model.train(was_training)
-        torch.set_num_threads(threads)
+    return {"rows": rows, "entropy": entropy, "trl_entropy": report["logged_entropy"],
+            "entropy_diff": abs(entropy - report["logged_entropy"]), "advantage_diff": adv_diff,
+            "micro_batch_tokens": [int(b["completion_mask"].sum()) for b in batches]}
 
 
 def replay_vs_step(report: dict, num_threads: int | None = 1) -> float:
     """TRL's ``compute_loss`` replayed on the uncut micro-batches (``"dapo"``) against the real step's accumulated
     gradient, relative to its largest entry: what makes the replay a fair stand-in for the step."""
-    threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
-    trainer = report["trainer"]
-    model, saved = trainer.model, trainer.loss_type
-    frozen = {name: p.requires_grad for name, p in model.named_parameters()}
-    try:
-        param = dict(model.named_parameters())[PARAMETER]
-        for p in model.parameters():
-            p.requires_grad_(p is param)
-        model.train()
+    with _only_parameter_trains(report, num_threads) as (trainer, _, param):
         _, grad = _trl_replay(trainer, param, report["micro_batches"], "dapo")
-        step = report["dapo_step_grad"]
-        return float((grad - step).abs().max()) / max(float(step.abs().max()), 1e-30)
-    finally:
-        trainer.loss_type = saved
-        for name, p in model.named_parameters():
-            p.requires_grad_(frozen[name])
-        torch.set_num_threads(threads)
+    step = report["dapo_step_grad"]
+    return float((grad - step).abs().max()) / max(float(step.abs().max()), 1e-30)
 
 
 def matches(result: dict) -> bool:
