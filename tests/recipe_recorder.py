@@ -65,3 +65,33 @@ def trained(runs: Path) -> list[str]:
     """The run names the recorder wrote, in order (one line per training it stood in for)."""
     log = Path(runs) / "_recorder.log"
     return log.read_text(encoding="utf-8").split() if log.exists() else []
+
+
+def rehearsed_recipe(profile, root: Path, monkeypatch) -> dict:
+    """The recipe the rehearsal's L7.1 part would train: its lab is recorded as it is built, and nothing loads."""
+    import pytest
+
+    from labs.l71 import recipe_identity
+    from labs.rehearsal import parts
+    from rewards import reward_functions
+
+    built = []
+
+    class Stop(Exception):
+        pass
+
+    class RecordingLab:
+        def __init__(self, p, run_name=None, reward_funcs=None, **kwargs):
+            built.append(recipe_identity.of_run(p, reward_funcs if reward_funcs is not None else reward_functions()))
+
+        def load_data(self):
+            raise Stop  # what it would train is known: nothing loads
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(parts.l71, "Lab", RecordingLab)
+    with pytest.raises(Stop):
+        parts.run_part("l71", profile, root)
+    assert len(built) == 1, built
+    return built[0]

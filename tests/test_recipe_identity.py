@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import recipe_recorder
 
 from labs.core import runfolder as rf
 from labs.core.profiles import get_profile
@@ -55,8 +56,6 @@ def save_recipe(profile, **knobs):
 @pytest.fixture
 def recorder(runs, monkeypatch):
     """``labs.l71.cli.run_lab`` that records what it would train in run.json (tests/recipe_recorder.py)."""
-    import recipe_recorder
-
     recipe_recorder.install(monkeypatch)
     return lambda: recipe_recorder.trained(runs)
 
@@ -117,28 +116,11 @@ def test_e1_to_e3_train_the_saved_recipe_with_only_their_change(runs, recorder):
 
 
 def test_the_rehearsal_builds_the_lab_with_the_saved_recipe(runs, monkeypatch, tmp_path):
-    from labs.rehearsal import budget, parts
+    from labs.rehearsal import budget
 
     profile = get_profile("ci")
     saved = save_recipe(profile, learning_rate=2e-5, beta=0.1)
-    built = []
-
-    class Stop(Exception):
-        pass
-
-    class RecordingLab:
-        def __init__(self, profile, run_name=None, reward_funcs=None, **kwargs):
-            built.append(recipe_identity.of_run(profile, reward_funcs if reward_funcs is not None else reward_functions()))
-
-        def load_data(self):
-            raise Stop  # what it would train is known: nothing loads
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(parts.l71, "Lab", RecordingLab)
-    with pytest.raises(Stop):
-        parts.run_part("l71", profile, tmp_path / "ensayo")
+    built = [recipe_recorder.rehearsed_recipe(profile, tmp_path / "ensayo", monkeypatch)]
     # the rehearsal's budget shrinks steps and lengths; the learning rate, beta, batch and rewards are the recipe's
     rehearsed = budget.rehearsal_profile(recipe_identity.saved_profile(profile))
     assert built == [recipe_identity.of_run(rehearsed, recipe_identity.saved_rewards())]

@@ -32,31 +32,6 @@ def runs(tmp_path, monkeypatch):
     return tmp_path
 
 
-def rehearse(profile, root, monkeypatch) -> dict:
-    """What the rehearsal's L7.1 part would train (its lab is recorded, nothing loads)."""
-    from labs.rehearsal import parts
-
-    built = []
-
-    class Stop(Exception):
-        pass
-
-    class RecordingLab:
-        def __init__(self, p, run_name=None, reward_funcs=None, **kwargs):
-            built.append(recipe_identity.of_run(p, reward_funcs if reward_funcs is not None else reward_functions()))
-
-        def load_data(self):
-            raise Stop
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(parts.l71, "Lab", RecordingLab)
-    with pytest.raises(Stop):
-        parts.run_part("l71", profile, root)
-    return built[0]
-
-
 def changes(recipe: dict, saved: dict) -> set[str]:
     """The knobs (and ``recompensas``) in which a run's recipe differs from the saved one."""
     return {line.split(":")[0] for line in recipe_identity.differences_es(recipe, saved)}
@@ -77,7 +52,7 @@ def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tm
     saved = save_recipe(profile, learning_rate=2e-5, beta=0.1)
     assert saved["settings"]["learning_rate"] != profile.learning_rate and saved["settings"]["beta"] != profile.beta
     # 2. rehearse: the saved recipe on the rehearsal's budget (steps and lengths shrink, nothing else)
-    assert changes(rehearse(profile, tmp_path / "ensayo", monkeypatch), saved) <= {"max_steps", "max_completion_length"}
+    assert changes(recipe_recorder.rehearsed_recipe(profile, tmp_path / "ensayo", monkeypatch), saved) <= {"max_steps", "max_completion_length"}
     # 3. L7.1: the main run is the recipe
     assert l71.main(["--profile", name]) == 0
     main = runs / f"l71-{name}"

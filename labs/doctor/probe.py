@@ -254,8 +254,9 @@ def hf_cached_model(model_id: str, hub_cache: Path) -> dict:
 
     repo = hub_cache / ("models--" + model_id.replace("/", "--"))
     size = sum(p.stat().st_size for p in (repo / "blobs").glob("*") if p.is_file()) if repo.is_dir() else 0
+    snapshots = sorted((repo / "snapshots").glob("*")) if repo.is_dir() else []
     complete = False
-    for snapshot in sorted((repo / "snapshots").glob("*")) if repo.is_dir() else []:
+    for snapshot in snapshots:
         index = snapshot / "model.safetensors.index.json"
         if index.exists():
             try:
@@ -268,7 +269,6 @@ def hf_cached_model(model_id: str, hub_cache: Path) -> dict:
         if complete and (snapshot / "config.json").exists():
             break
         complete = False
-    snapshots = sorted((repo / "snapshots").glob("*")) if repo.is_dir() else []
     tokenizer = next((s for s in snapshots if (s / "tokenizer_config.json").exists()), None)
     # what TRL's decode step would do to Qwen3's <think> with this tokenizer (labs.training.reasoning)
     reasoning = tokenizer_file_facts(tokenizer) if tokenizer is not None else None

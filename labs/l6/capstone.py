@@ -37,6 +37,8 @@ refuses both before comparing, so a mismatch on a card is the student's, not the
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 CONFIGS: tuple[tuple[float, str], ...] = ((0.0, "grpo"), (0.0, "dapo"), (0.04, "grpo"), (0.04, "dapo"))
@@ -104,6 +106,34 @@ def precision_problem(model) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def only_parameter_trains(trainer, parameter: str, num_threads: int | None, train_mode: bool | None = None):
+    """While comparing: only ``parameter`` of the trainer's model takes a gradient (the others are frozen), torch
+    runs ``num_threads`` threads (``None`` leaves them) and, with ``train_mode``, the model is in that mode (TRL's
+    ``compute_loss`` reads it). Yields the parameter; the trainer's ``beta``, ``loss_type``, the flags, the mode and
+    the threads are restored after."""
+    threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    model = trainer.model
+    saved = trainer.beta, trainer.loss_type
+    frozen = {name: p.requires_grad for name, p in model.named_parameters()}
+    was_training = model.training
+    try:
+        param = _parameter(model, parameter)
+        for p in model.parameters():
+            p.requires_grad_(p is param)
+        if train_mode is not None:
+            model.train(train_mode)
+        yield param
+    finally:
+        trainer.beta, trainer.loss_type = saved
+        for name, p in model.named_parameters():
+            p.requires_grad_(frozen[name])
+        model.train(was_training)
+        torch.set_num_threads(threads)
+
+
 def prepared_tensors(report: dict, seed: int = 0, noise: float = NOISE, min_length: int = 4) -> dict:
     """The step's real batch, ready for the comparison: completions cut at seeded lengths, old and reference
     log-probabilities shifted by a seeded noise.
@@ -158,17 +188,9 @@ def compare_with_trl(report: dict, student_token_logps, student_loss, configs=CO
     model runs once for the student whatever the number of configurations, and TRL's loss and gradient are
     kept in ``report`` for later calls with the same seed and parameter (the model does not change in between).
     """
-    threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
     trainer = report["trainer"]
     model = trainer.model
-    saved = trainer.beta, trainer.loss_type
-    frozen = {name: p.requires_grad for name, p in model.named_parameters()}
-    try:
-        param = _parameter(model, parameter)
-        for p in model.parameters():
-            p.requires_grad_(p is param)
+    with only_parameter_trains(trainer, parameter, num_threads) as param:
         batch = report.setdefault("_capstone_batches", {}).get(seed) or prepared_batch(report, seed)
         report["_capstone_batches"][seed] = batch
         cache = report.setdefault("_capstone_trl", {})
@@ -202,11 +224,6 @@ def compare_with_trl(report: dict, student_token_logps, student_loss, configs=CO
                 "lengths": batch["lengths"],
             })
         return rows
-    finally:
-        trainer.beta, trainer.loss_type = saved
-        for name, p in model.named_parameters():
-            p.requires_grad_(frozen[name])
-        torch.set_num_threads(threads)
 
 
 def matches(row: dict) -> bool:

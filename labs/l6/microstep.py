@@ -27,8 +27,6 @@ no accumulation scaling, ``"dapo"`` normalised per micro-batch) misses by far mo
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
 
@@ -212,14 +210,19 @@ def cut_micro_batches(micro_batches: list[dict], seed: int = 0, min_length: int 
     return [{**b, "num_items_in_batch": total} for b in cut]
 
 
+def _sequences(inputs: dict):
+    """A recorded micro-batch as the model reads it: ``(ids, attention, completion mask)``."""
+    mask = inputs["completion_mask"]
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    return ids, torch.cat([inputs["prompt_mask"], mask], dim=1), mask
+
+
 def _student_pass(model, batches, advantages, logps_fn, step_fn, trainer, loss_type, param) -> tuple[float, torch.Tensor]:
     model.zero_grad(set_to_none=True)
     batch_tokens = batches[0]["num_items_in_batch"]
     total = 0.0
     for inputs, adv in zip(batches, advantages):
-        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-        mask = inputs["completion_mask"]
+        ids, attention, mask = _sequences(inputs)
         logp, _ = logps_fn(model, ids, attention, mask, trainer.temperature)
         loss = step_fn(logp, logp.detach(), logp.detach(), adv.to(logp.device), mask, 0.0, loss_type,
                        trainer.args.epsilon, trainer.args.max_completion_length, ACCUMULATION, batch_tokens)
@@ -236,37 +239,10 @@ def _student_entropy(model, batches, logps_fn, temperature) -> float:
     means = []
     with torch.no_grad():
         for inputs in batches:
-            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-            attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-            mask = inputs["completion_mask"]
+            ids, attention, mask = _sequences(inputs)
             _, entropy = logps_fn(model, ids, attention, mask, temperature)
             means.append(float((entropy * mask).sum() / mask.sum()))
     return float(np.mean(means))
-
-
-@contextlib.contextmanager
-def _only_parameter_trains(report: dict, num_threads: int | None):
-    """The trainer's model with only ``PARAMETER`` taking a gradient, in training mode (TRL's ``compute_loss`` reads
-    it: "train" means its accumulation rules); yields ``(trainer, model, param)`` and restores everything after."""
-    threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
-    trainer = report["trainer"]
-    model, saved = trainer.model, trainer.loss_type
-    frozen = {name: p.requires_grad for name, p in model.named_parameters()}
-    was_training = model.training
-    try:
-        param = dict(model.named_parameters())[PARAMETER]
-        for p in model.parameters():
-            p.requires_grad_(p is param)
-        model.train()
-        yield trainer, model, param
-    finally:
-        trainer.loss_type = saved
-        for name, p in model.named_parameters():
-            p.requires_grad_(frozen[name])
-        model.train(was_training)
-        torch.set_num_threads(threads)
 
 
 def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=LOSS_TYPES, seed: int = 0,
@@ -279,7 +255,10 @@ def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=L
     mask, beta, loss_type, eps, max_completion_length, accumulation_steps, batch_tokens)`` (calls ``backward``) and
     ``advantage_fn(rewards of one group)`` are the student's.
     """
-    with _only_parameter_trains(report, num_threads) as (trainer, model, param):
+    trainer = report["trainer"]
+    model = trainer.model
+    # train mode: TRL's compute_loss reads it ("train": its accumulation rules)
+    with capstone.only_parameter_trains(trainer, PARAMETER, num_threads, train_mode=True) as param:
         recorded = report["micro_batches"]
         advantages = student_advantages(report, advantage_fn)
         adv_diff = max(float((a - b["advantages"].float()).abs().max()) for a, b in zip(advantages, recorded))
@@ -303,7 +282,8 @@ def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=L
 def replay_vs_step(report: dict, num_threads: int | None = 1) -> float:
     """TRL's ``compute_loss`` replayed on the uncut micro-batches (``"dapo"``) against the real step's accumulated
     gradient, relative to its largest entry: what makes the replay a fair stand-in for the step."""
-    with _only_parameter_trains(report, num_threads) as (trainer, _, param):
+    trainer = report["trainer"]
+    with capstone.only_parameter_trains(trainer, PARAMETER, num_threads, train_mode=True) as param:
         _, grad = _trl_replay(trainer, param, report["micro_batches"], "dapo")
     step = report["dapo_step_grad"]
     return float((grad - step).abs().max()) / max(float(step.abs().max()), 1e-30)

@@ -128,12 +128,10 @@ def trl_decoded_completion(tokenizer, prompt_ids: list[int], completion_ids: lis
     return [{"role": "assistant", "content": content}]
 
 
-def rewards_see_reasoning(tokenizer, format_reward=None) -> dict:
+def rewards_see_reasoning(tokenizer) -> dict:
     """The rehearsal's first-step check: a well-formed completion through TRL's decode branch with this tokenizer
     (its chat template for the prompt), then the course's format reward. ``ok`` if it pays its maximum."""
-    from rewards import format_reward as course_format_reward
-
-    reward = format_reward or course_format_reward
+    from rewards import format_reward as reward
     tok = _tokenizer_of(tokenizer)
     prompt = [{"role": "user", "content": "Natalia vendió 48 clips en abril y la mitad en mayo. ¿Cuántos en total?"}]
     prompt_text = tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
