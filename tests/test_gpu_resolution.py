@@ -19,8 +19,9 @@ libbitsandbytes_cuda118 ... cuda130, cuda132) and picks one from torch's CUDA ve
 
 The resolution uses only PyPI (pip configuration is switched off, as on a student's fresh machine)
 and is skipped, with the reason, when the index cannot be reached. It downloads metadata for about 230
-distributions: 163 s on the 2-core build machine (December 2026), so the two tests that need it are
-marked ``slow``; the helpers' unit tests and the offline check of the file run in well under a second.
+distributions, one to three minutes, so the two tests that need it are marked ``slow`` and
+``gpu_stack_leg``: they check requirements-gpu.txt, so the GPU stack's leg (``make test-gpu-stack``) runs
+them and ``make test`` leaves them to it; the helpers' unit tests and the offline check of the file run in well under a second.
 The report is kept for a week in the course cache under the hash of the file and of the resolution's
 options (tests/resolution_cache.py): the file unchanged, a later session reads it instead of resolving.
 """
@@ -503,11 +504,13 @@ def gpu_report(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.gpu_stack_leg
 def test_torch_and_vllm_resolve_to_one_cuda_major(gpu_report):
     problems = cuda_major_problems(gpu_report)
     assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.slow
+@pytest.mark.gpu_stack_leg
 def test_unsloth_4bit_fast_inference_packages_resolve(gpu_report):
     assert missing_packages(gpu_report) == []

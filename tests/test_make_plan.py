@@ -10,6 +10,7 @@ driver is not loaded; with neither, there is no `nvidia-smi` at all.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -98,3 +99,21 @@ def test_ci_gpu_leg_installs_into_the_gpu_venv_on_a_machine_without_a_gpu(tmp_pa
     plan = _plan(tmp_path, "test-gpu-stack", nvidia_smi=None)
     _gpu_checks(plan)
     assert ".venv-gpu/bin/python -m pytest" in plan
+
+
+def _marker_expression(plan: str) -> str:
+    """The `-m "..."` of the plan's pytest command."""
+    line = next(line for line in plan.replace("\\\n", " ").splitlines() if " -m pytest " in line)
+    return re.search(r'\s-m "([^"]*)"', line).group(1)
+
+
+def test_the_gpu_stacks_own_resolution_runs_in_its_leg_and_only_there(tmp_path):
+    """requirements-gpu.txt's dry resolution (network, minutes) is the GPU leg's, not `make test`'s."""
+    from _pytest.mark.expression import Expression
+
+    marks = {"slow", "gpu_stack_leg"}  # tests/test_gpu_resolution.py's two resolution tests
+    selected = {}
+    for target in ("test", "test-gpu-stack"):
+        expression = _marker_expression(_plan(tmp_path / target, target, nvidia_smi=None))
+        selected[target] = Expression.compile(expression).evaluate(lambda name: name in marks)
+    assert selected == {"test": False, "test-gpu-stack": True}

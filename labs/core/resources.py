@@ -23,9 +23,14 @@ from labs.core.runfolder import RESOURCES_JSON, RunFolder, read_json, write_json
 # page faults: 140,000 a second and half the CPU time in the kernel during a warm `make` on 2 cores
 # (benchmarks/bench_footprint.py). The largest threshold glibc accepts (32 MiB on 64-bit) keeps the
 # blocks of a step in the heap, and a high trim threshold keeps the heap's top for the next step.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# Each of glibc's arenas (up to 8 per core, one taken by each thread that meets a busy one; a CPU run has about 50
+# threads between torch, oneDNN and vLLM) keeps its own freed blocks under that threshold, so resident memory
+# crept up step after step; two arenas hold what the steps reuse (benchmarks/bench_footprint.py --env
+# MALLOC_ARENA_MAX=2 is the same setting from outside).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 1 << 30
+ARENA_MAX = 2
 
 
 def keep_freed_memory() -> bool:
@@ -38,9 +43,9 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
-            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
-        )
+        return all(bool(libc.mallopt(option, value)) for option, value in (
+            (_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES),
+            (_M_ARENA_MAX, ARENA_MAX)))
     except (OSError, AttributeError):
         return False
 
