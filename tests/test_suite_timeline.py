@@ -40,6 +40,7 @@ def test_the_plugin_writes_one_line_per_test(tmp_path):
     (tmp_path / "test_two.py").write_text("def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
     out = tmp_path / "timeline.jsonl"
     env = dict(os.environ, COURSE_TIMELINE=str(out), PYTHONPATH=str(BENCH))
+    env.pop("PYTEST_XDIST_WORKER", None)  # this session's worker, if any: the child runs without workers
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "timeline_plugin", "-p", "no:cacheprovider",
                            "--rootdir", str(tmp_path), str(tmp_path)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
