@@ -20,8 +20,9 @@ libbitsandbytes_cuda118 ... cuda130, cuda132) and picks one from torch's CUDA ve
 The resolution uses only PyPI (pip configuration is switched off, as on a student's fresh machine)
 and is skipped, with the reason, when the index cannot be reached. It downloads metadata for about 230
 distributions, one to three minutes, so the two tests that need it are marked ``slow`` and
-``gpu_stack_leg``: they check requirements-gpu.txt, so the GPU stack's leg (``make test-gpu-stack``) runs
-them and ``make test`` leaves them to it; the helpers' unit tests and the offline check of the file run in well under a second.
+``gpu_stack_leg``: they check requirements-gpu.txt, so the GPU stack's leg (``make test-gpu-stack``)
+runs them and ``make test`` leaves them to it. The helpers' unit tests and the offline check of the
+file run in well under a second.
 The report is kept for a week in the course cache under the hash of the file and of the resolution's
 options (tests/resolution_cache.py): the file unchanged, a later session reads it instead of resolving.
 """

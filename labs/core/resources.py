@@ -24,9 +24,9 @@ from labs.core.runfolder import RESOURCES_JSON, RunFolder, read_json, write_json
 # (benchmarks/bench_footprint.py). The largest threshold glibc accepts (32 MiB on 64-bit) keeps the
 # blocks of a step in the heap, and a high trim threshold keeps the heap's top for the next step.
 # Each of glibc's arenas (up to 8 per core, one taken by each thread that meets a busy one; a CPU run has about 50
-# threads between torch, oneDNN and vLLM) keeps its own freed blocks under that threshold, so resident memory
-# crept up step after step; two arenas hold what the steps reuse (benchmarks/bench_footprint.py --env
-# MALLOC_ARENA_MAX=2 is the same setting from outside).
+# threads between torch, oneDNN and vLLM) keeps its own freed blocks under that threshold; two arenas bound what
+# stays resident unused. In one cpu run (benchmarks/bench_footprint.py) resident memory grew less from step to step
+# than before, while the peak stayed within run-to-run noise.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 1 << 30
