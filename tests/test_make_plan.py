@@ -111,9 +111,12 @@ def test_the_gpu_stacks_own_resolution_runs_in_its_leg_and_only_there(tmp_path):
     """requirements-gpu.txt's dry resolution (network, minutes) is the GPU leg's, not `make test`'s."""
     from _pytest.mark.expression import Expression
 
-    marks = {"slow", "gpu_stack_leg"}  # tests/test_gpu_resolution.py's two resolution tests
-    selected = {}
-    for target in ("test", "test-gpu-stack"):
-        expression = _marker_expression(_plan(tmp_path / target, target, nvidia_smi=None))
-        selected[target] = Expression.compile(expression).evaluate(lambda name: name in marks)
-    assert selected == {"test": False, "test-gpu-stack": True}
+    import test_gpu_resolution as resolution
+
+    expressions = {target: Expression.compile(_marker_expression(_plan(tmp_path / target, target, nvidia_smi=None)))
+                   for target in ("test", "test-gpu-stack")}
+    for test in (resolution.test_torch_and_vllm_resolve_to_one_cuda_major,
+                 resolution.test_unsloth_4bit_fast_inference_packages_resolve):
+        marks = {mark.name for mark in test.pytestmark}
+        selected = {target: e.evaluate(lambda name: name in marks) for target, e in expressions.items()}
+        assert selected == {"test": False, "test-gpu-stack": True}, test.__name__

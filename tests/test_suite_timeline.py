@@ -12,13 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("suite_timeline", BENCH / "suite_timeline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+spec = importlib.util.spec_from_file_location("suite_timeline", BENCH / "suite_timeline.py")
+suite_timeline = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite_timeline)
 
 
 def test_the_report_sums_scheduling_groups_and_worker_times():
@@ -28,7 +24,7 @@ def test_the_report_sums_scheduling_groups_and_worker_times():
         {"id": "tests/test_models.py::test_a", "worker": "gw1", "start": 100.0, "end": 105.0},
         {"id": "tests/test_models.py::test_b", "worker": "gw1", "start": 105.0, "end": 112.0},
     ]
-    lines = _module().report(rows, top=5)
+    lines = suite_timeline.report(rows, top=5)
     assert lines[0] == "worker gw0: 2 tests, busy 50 s, last test ended at 50 s"
     assert lines[1] == "worker gw1: 2 tests, busy 12 s, last test ended at 12 s"
     assert "all tests: 62 worker-seconds in 2 groups" in lines
