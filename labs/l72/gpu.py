@@ -31,7 +31,7 @@ from labs.l72.lora import evaluate_unsloth, save_adapter
 from labs.l72.memory import MemoryFraction, engine_memory_fraction, expected_gpu_fraction
 from labs.l72.standby import UnslothLoadFailed, enable_standby_and_import_unsloth, standby_load_guard
 from labs.l72 import trainer as l72_trainer
-from labs.l72.steps import finish_resources, record_run
+from labs.l72.steps import finish_resources, package_version, record_run
 
 # --------------------------------------------------------------------------------------------------
 # The two Unsloth calls, as keyword dictionaries built from the profile (vetted by tests/test_api_drift.py)
