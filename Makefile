@@ -75,6 +75,10 @@ CHECK_MARKERS := not trains and not notebook
 # their reason; TRL 1.15 cannot take a GRPO step on a CPU, so the training tests stay on the CPU stack.
 GPU_STACK_MARKERS := not trains and (not slow or exercise_checks or gpu_stack_leg)
 
+# Static checks, before any test (seconds): ruff with the rules pyproject.toml chooses, over the whole repository
+# but the notebooks (pyproject.toml says why).
+LINT = $(PY) -m ruff check .
+
 .PHONY: all lab test check setup clean-venv list-notebooks notebooks test-gpu-stack
 
 all: lab
@@ -93,22 +97,26 @@ ifeq ($(STACK),gpu)
 # On the GPU stack (TRL 1.15, which cannot train GRPO on a CPU) the CPU-profile training tests and the
 # notebooks cannot run: the unit tests, then the rehearsal on the GPU's own profile (python -m labs rehearse).
 test: $(STAMP)
+	$(LINT)
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) -m "not slow" tests $(PYTEST_ARGS)
 	WANDB_MODE=$${WANDB_MODE:-offline} $(PY) -m labs rehearse $(ARGS)
 else
 test: $(STAMP)
+	$(LINT)
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) --nbval-lax --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -m "not gpu_stack_leg" \
 		tests $(NOTEBOOKS) $(PYTEST_ARGS)
 endif
 
 check: $(STAMP)
+	$(LINT)
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) -m "$(CHECK_MARKERS)" tests $(PYTEST_ARGS)
 
 setup: $(STAMP)
 
 test-gpu-stack:
 	$(MAKE) --no-print-directory STACK=gpu VENV=$(GPU_VENV) setup
+	$(GPU_VENV)/bin/python -m ruff check .
 	$(TEST_ENV) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider --durations=10 -rs $(PARALLEL) \
 		-m "$(GPU_STACK_MARKERS)" tests $(PYTEST_ARGS)
 

@@ -6,7 +6,6 @@ previous checkpoint as the newest; ``resume_point`` says what it skipped and tri
 """
 
 import json
-import os
 
 import pytest
 import torch

@@ -27,7 +27,6 @@ torch = pytest.importorskip("torch")
 from torch._subclasses.fake_tensor import (  # noqa: E402
     DataDependentOutputException,
     DynamicOutputShapeException,
-    FakeTensorDeviceMismatchError,
     FakeTensorMode,
 )
 

@@ -3,7 +3,6 @@ L7.1 child's output in a log file with a short summary in the cell."""
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 

@@ -164,7 +164,7 @@ def test_the_exercise_notebooks_record_the_prediction_the_grader_reads():
         nb = json.loads((assign.STUDENT_DIR / name).read_text())
         assert submissions.prediction_in(nb, exercise).status == written.TEMPLATE
         text = json.dumps(nb)
-        assert f"prediccion_{exercise.lower()}" not in text and f'grader.check(\\"prediccion-' not in text
+        assert f"prediccion_{exercise.lower()}" not in text and 'grader.check(\\"prediccion-' not in text
 
 
 def test_the_main_run_is_l71s_beside_a_later_l72_run_of_the_same_length(tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from labs.training import metrics_resume, recipe
+from labs.training import failures, metrics_resume, recipe
 from labs.core.cpu_bf16 import has_bf16_units
 from labs.core.profiles import get_profile
 from labs.core.runfolder import RunFolder, append_jsonl
@@ -70,7 +70,7 @@ def test_a_full_disk_is_found_behind_a_wrapping_exception():
             raise RuntimeError("BackendCompilerFailed: backend='inductor' raised") from inner
     except RuntimeError as outer:
         assert recipe.classify_failure(outer, get_profile("cpu")).kind == "disk"
-    assert not recipe.disk_full(OSError(13, "Permission denied"))
+    assert not failures.disk_full(OSError(13, "Permission denied"))
 
 
 def test_resume_trims_metrics_logged_after_the_checkpoint(tmp_path):

@@ -1,6 +1,5 @@
 """tests/resolution_cache.py: a stored report is reused only for the same file and options, while young."""
 
-import os
 import time
 
 from resolution_cache import FRESH_ENV, MAX_AGE_S, ReportCache, resolution_key

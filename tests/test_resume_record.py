@@ -119,7 +119,7 @@ def test_the_grading_report_shows_the_accepted_change(unfinished, tmp_path):
     Lab("ci", run_name=NAME, reward_names=unfinished["names"], accept_changes=True)
     report = write_report(grading.grade_run(run.root), tmp_path / "informe").read_text(encoding="utf-8")
     assert "## Cambios de receta durante la ejecución" in report
-    assert f"Desde el paso 2" in report and f"{FUNCTION}: su código cambió" in report
+    assert "Desde el paso 2" in report and f"{FUNCTION}: su código cambió" in report
 
 
 SCRIPT = textwrap.dedent(

@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import nbformat
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("labs", "rewards")

@@ -42,6 +42,15 @@ from labs.core.metrics import (  # re-exported: notebooks and the grader read se
     series,
 )
 
+# The module's names, its own and those it re-exports (notebooks and the grader read them as dg.<name>).
+__all__ = [
+    "LABELS", "Finding", "p_text", "trend_sentence", "CORRECTNESS", "KL", "LENGTH", "REWARD", "ZERO_STD",
+    "Series", "correctness_series", "format_series", "is_correctness_name", "is_format_name", "merged_rows",
+    "reward_function_names", "series", "KL_BOUND", "MIN_GAIN", "MIN_DISCORDANT_SHARE", "ZERO_STD_ALARM",
+    "rising", "length_rising", "kl_bounded", "holdout_gain", "arithmetic_comparison", "holdout_pair_sentence",
+    "detect_format_hacking", "zero_std_groups", "what_to_watch",
+]
+
 KL_BOUND = 0.5
 MIN_GAIN = 0.05
 MIN_DISCORDANT_SHARE = 0.10

@@ -9,7 +9,6 @@ import cycle.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 from labs.core.cpu_bf16 import has_bf16_units

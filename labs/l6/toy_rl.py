@@ -262,3 +262,12 @@ from labs.l6.bandit import (  # noqa: E402  re-exported for the notebook: one mo
     token_logps,
     train_grpo_bandit,
 )
+
+# The module's names, its own and the bandit's it re-exports (the L6 notebook reads them all from here).
+__all__ = [
+    "BASELINES", "Comparison", "compare", "softmax", "expected_reward", "exact_policy_gradient",
+    "sample_answers", "score_function_gradient", "per_sample_gradients", "policy_gradient_check",
+    "baseline_values", "gradient_estimator_stats", "variance_table", "clipped_surrogate", "surrogate_slope",
+    "exact_kl", "kl_samples", "kl_estimator_summary", "kl_sweep", "BanditConfig", "expected_length",
+    "grpo_loss", "k3", "p_correct", "sample_lengths", "smooth", "token_logps", "train_grpo_bandit",
+]

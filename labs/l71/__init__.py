@@ -31,3 +31,10 @@ from labs.l71.lab import (
 from labs.l71.notebook import ESPERA_ES, RunNotReady, open_run
 from labs.l71.pending import ejercicios_hechos  # a cell that needs an unwritten exercise names it, in Spanish
 from labs.training.options import add_run_arguments, overrides_from_cli  # shared by every lab's command line
+
+# Re-exported: the notebook, the other labs and the tests use ``from labs import l71`` (l71.new_run, ...).
+__all__ = [
+    "ESPERA_ES", "LAB", "Lab", "RunNotReady", "add_run_arguments", "base_model_for", "ejercicios_hechos", "finish",
+    "generator", "main", "new_run", "open_run", "overrides_from_cli", "prepare", "run_lab", "sync_engine",
+    "write_run_json",
+]

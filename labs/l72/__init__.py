@@ -42,7 +42,6 @@ from __future__ import annotations
 
 
 from labs.core.resources import ResourceMonitor, write_resources
-from labs.l72 import standby
 from labs.l72.backend import (BACKEND_FALLBACK, BACKEND_UNSLOTH, WHY_NO_UNSLOTH_ON_CPU_ES, Backend,
                               BackendUnavailable, choose_backend, gpu_path, unsloth_installed)
 from labs.l72.cli import main

@@ -92,7 +92,6 @@ def enable_standby_and_import_unsloth(modules: dict | None = None, environ=None)
 # Loading under Standby: a failure means a restart
 # --------------------------------------------------------------------------------------------------
 
-# Also reachable (read and set) as labs.l72._FAILED_STANDBY_LOAD: see _Package in labs/l72/__init__.py.
 _FAILED_STANDBY_LOAD: str | None = None
 
 RESTART_ES = (

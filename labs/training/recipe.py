@@ -25,13 +25,7 @@ from labs.core.profiles import Profile
 from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder
 from labs.core.spanish import plural
 from labs.training import checkpoints, metrics_resume, phases
-from labs.training.failures import (  # re-exported: the labs' command lines catch RunFailed here
-    Failure,
-    NonFiniteLoss,
-    RunFailed,
-    classify_failure,
-    disk_full,
-)
+from labs.training.failures import NonFiniteLoss, RunFailed, classify_failure  # the labs catch RunFailed here
 
 
 def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
