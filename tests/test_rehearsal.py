@@ -321,3 +321,17 @@ def test_the_rehearsal_says_whether_level_4s_comparison_can_appear():
     assert at_ceiling["text_es"] in recommend(record).outlook_es
     assert at_ceiling["text_es"] in report.render_es(record)
 
+
+
+@pytest.mark.skipif("__import__('torch').cuda.is_available()", reason="a CUDA GPU is visible: rtx5090 would run")
+def test_a_failed_part_makes_the_rehearsal_exit_non_zero_with_its_reason(tmp_path):
+    """`make` (through `python -m labs next`) must stop when the rehearsal fails. Here L7.1's part fails for real,
+    in its child process: the rtx5090 profile on a machine without a GPU stops at the doctor, before any model."""
+    root = tmp_path / "rehearsal"
+    proc = subprocess.run([sys.executable, "-m", "labs", "rehearse", "--profile", "rtx5090", "--root", str(root)],
+                          env={**os.environ, "COURSE_RUNS": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    record = json.loads((root / REHEARSAL_JSON).read_text())
+    assert record["status"] == "failed" and record["parts"]["l71"]["ok"] is False and "l72" not in record["parts"]
+    assert "[ensayo] FALLÓ (error): El entorno no está listo para el perfil 'rtx5090'" in proc.stderr

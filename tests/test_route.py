@@ -136,3 +136,30 @@ def test_the_next_step_follows_the_run_area(tmp_path):
     profile_choice.save_choice("rtx5090-base", root=tmp_path)
     step, why = next_step(tmp_path)
     assert step == ["l71"] and "rtx5090-base" in why
+
+
+def test_a_failed_rehearsal_is_the_next_step_again_not_a_profile_to_save(tmp_path):
+    """A rehearsal that failed recommends nothing: `make` runs it again, saying why the last one failed."""
+    import json
+
+    from labs.route.next_step import ACCEPT_COMMAND, next_step
+
+    (tmp_path / "rehearsal-gpu").mkdir()
+    failure = {"kind": "error", "message_es": "El entrenamiento falló con NameError."}
+    (tmp_path / "rehearsal-gpu" / "rehearsal.json").write_text(json.dumps({"status": "failed", "failure": failure}))
+    step, why = next_step(tmp_path)
+    assert step == ["rehearse"] and "falló: El entrenamiento falló con NameError." in why and ACCEPT_COMMAND not in why
+    (tmp_path / "rehearsal-gpu" / "rehearsal.json").write_text(json.dumps({"status": "ok", "failure": None}))
+    assert next_step(tmp_path)[0] == []
+
+
+def test_next_exits_with_its_steps_code_and_says_why_in_spanish(tmp_path, monkeypatch, capfd):
+    """`make` on a GPU runs `python -m labs next`: a step that fails must stop make, with the reason in Spanish.
+    The real step runs in its child process (the rehearsal, refusing an unknown profile before anything loads)."""
+    from labs.route import next_step
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    assert next_step.main(["--profile", "no-existe"]) == 2
+    err = capfd.readouterr().err
+    assert "No existe el perfil 'no-existe'" in err
+    assert "El paso python -m labs rehearse --profile no-existe falló (código de salida 2)" in err

@@ -34,11 +34,30 @@ def next_step(root: Path | str | None = None) -> tuple[list[str], str]:
                          "entrena las del curso y lo dice)")
     broken = f" La elección guardada no vale ({record['error']})." if record else ""
     rehearsal = outlook.newest_rehearsal(root)
+    failed = rehearsal_failure(rehearsal)
+    if failed is not None:
+        # a failed rehearsal recommends nothing worth saving: the next step is the rehearsal again, once fixed
+        return ["rehearse"], (f"el último ensayo ({rehearsal}) falló: {failed} Toca repetirlo; si vuelve a fallar, "
+                              f"corrige lo que dice su mensaje antes de volver a ejecutar make.{broken}")
     if rehearsal is not None:
         return [], (f"ya hay un ensayo ({rehearsal}) y no has guardado perfil.{broken} Guarda el recomendado con "
                     f"{ACCEPT_COMMAND} (o elige con {profile_choice.CHOOSE_COMMAND}) y vuelve a ejecutar make")
     return ["rehearse"], ("aún no hay ensayo ni perfil guardado: toca el ensayo de unos 10 minutos, que termina "
                           f"recomendando el perfil del run principal.{broken}")
+
+
+def rehearsal_failure(path: Path | None) -> str | None:
+    """Why the rehearsal at ``path`` failed, in Spanish; None when there is none or it passed."""
+    if path is None:
+        return None
+    try:
+        record = outlook.read_rehearsal(path)
+    except ValueError as exc:
+        return str(exc)
+    if record.get("status") != "failed" and not record.get("failure"):  # the rehearsal writes both when it fails
+        return None
+    failure = record.get("failure") or {}
+    return failure.get("message_es") or "su registro no dice por qué."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,4 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"[ruta] siguiente paso: python -m labs {' '.join(step + argv)} ({why}).", flush=True)
     # A child process, not an import: the route sits below the lab commands it starts (tests/test_layout.py).
-    return subprocess.call([sys.executable, "-m", "labs", *step, *argv])
+    code = subprocess.call([sys.executable, "-m", "labs", *step, *argv])
+    if code != 0:  # make stops here, and says why in the student's language
+        print(f"[ruta] El paso python -m labs {' '.join(step + argv)} falló (código de salida {code}): su mensaje "
+              "está arriba. Corrígelo y vuelve a ejecutar make, que repite este paso.", file=sys.stderr)
+    return code
