@@ -18,6 +18,7 @@ Every tensor that GPU-branch code creates must follow the device of the data it 
 from __future__ import annotations
 
 import ast
+import contextlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -281,3 +282,50 @@ def test_capstone_refuses_precision_that_breaks_its_tolerances():
         assert "TF32" in capstone.precision_problem(StubModel(device="cpu"))
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.parametrize("device", ["cpu", FAKE_DEVICE])
+def test_capstone_reads_tf32_set_through_torch_213s_per_backend_api(device):
+    """Set through ``fp32_precision`` (the API torch 2.13 recommends), TF32 is named, not a crash: the legacy getter
+    the check read raises once the new API has been used ("mix of the legacy and new APIs"). A model on a CUDA
+    device (a fake tensor's device) is checked against cuBLAS's setting, one on the CPU against oneDNN's."""
+    from labs.l6 import capstone
+
+    backend = torch.backends.cuda.matmul if device == "cuda" else torch.backends.mkldnn.matmul
+    other = torch.backends.mkldnn.matmul if device == "cuda" else torch.backends.cuda.matmul
+    with FakeTensorMode(allow_non_fake_inputs=True) if device != "cpu" else contextlib.nullcontext():
+        model = StubModel(device=device)
+    try:
+        backend.fp32_precision = "tf32"
+        problem = capstone.precision_problem(model)
+        assert problem is not None and "TF32" in problem and "fp32_precision" in problem, problem
+        backend.fp32_precision, other.fp32_precision = "ieee", "tf32"  # the other back-end's setting does not count
+        assert capstone.precision_problem(model) is None
+    finally:
+        backend.fp32_precision = other.fp32_precision = "none"  # unset: the legacy getters work again
+
+
+def test_the_micro_steps_comparison_refuses_precision_that_breaks_its_tolerances():
+    """The micro-step shares the capstone's tolerances: it refuses a half-precision model before replaying TRL."""
+    from labs.l6 import microstep
+
+    trainer = SimpleNamespace(model=StubModel(device="cpu").half())
+    with pytest.raises(ValueError, match="float16"):
+        microstep.compare_with_trl({"trainer": trainer}, None, None, None)
+
+
+def test_the_capstones_docstring_names_the_kernel_file_the_loss_goes_through():
+    """TRL's loss scores the completion through ``ChunkedLogProbFunction`` (a Triton kernel, so only where Triton
+    imports: the GPU stack); the tolerances' reasoning quotes that file, not another kernel of TRL."""
+    import inspect
+    import re
+
+    from labs.l6 import capstone
+
+    utils = pytest.importorskip("trl.trainer.utils")
+    kernel = getattr(utils, "_ChunkedLogProbFunction", None)
+    if kernel is None:
+        pytest.skip("TRL's kernels do not import here (no Triton: the CPU stack)")
+    used = Path(inspect.getsourcefile(kernel)).as_posix().split("site-packages/")[-1]
+    named = set(re.findall(r"trl/kernels/\w+\.py", capstone.__doc__))
+    assert named == {used}, (named, used)

@@ -28,11 +28,13 @@ normalisation for all, an unshifted log-probability) misses by at least 100 time
 
 On a GPU (not measured here: no card) the same tolerances should hold, for these reasons read from TRL 1.15's
 source: ``create_model_from_path`` loads the model in float32 unless told otherwise, the check's config sets
-``bf16=False`` (no autocast), and the Triton kernel (``trl/kernels/logprob_entropy.py``) computes the
-log-softmax in float32 over blocks of 1024 vocabulary entries: another summation order than torch's
-``log_softmax``, a difference of float32 rounding (about 1e-7 relative per token). What would break them is
-lower precision in the matrix products: TF32 (about 1e-3 relative) or a half-precision model. ``precision_problem``
-refuses both before comparing, so a mismatch on a card is the student's, not the arithmetic's.
+``bf16=False`` (no autocast), and the loss's fused LM head (``ChunkedLogProbFunction`` in
+``trl/kernels/chunked_logprob.py``, which ``trl/trainer/utils.py`` applies to the completion tokens) projects in
+cuBLAS tiles of 32768 vocabulary entries and folds each tile with a Triton kernel into online-logsumexp statistics
+in float32: another summation order than torch's ``log_softmax``, a difference of float32 rounding (about 1e-7
+relative per token). What would break them is lower precision in the matrix products: TF32 (about 1e-3 relative)
+or a half-precision model. ``precision_problem`` refuses both before comparing (the micro-step's comparison too),
+so a mismatch on a card is the student's, not the arithmetic's.
 """
 
 from __future__ import annotations
@@ -93,16 +95,31 @@ def _gradient(model, param, loss: torch.Tensor, retain_graph: bool = False) -> t
     return grad
 
 
+def matmul_precision(device_type: str) -> str:
+    """How float32 matrix products run on ``device_type``: ``"ieee"`` (full float32), ``"tf32"`` or ``"bf16"``.
+
+    Read through torch's per-backend ``fp32_precision`` (cuBLAS for ``"cuda"``, oneDNN otherwise), which reflects
+    both APIs: ``torch.set_float32_matmul_precision("high")`` reads ``"tf32"`` here. The legacy getters
+    (``torch.get_float32_matmul_precision()``, ``torch.backends.cuda.matmul.allow_tf32``) raise on torch 2.13 once
+    anything has set the new one ("you have used mix of the legacy and new APIs").
+    """
+    backend = torch.backends.cuda.matmul if device_type == "cuda" else torch.backends.mkldnn.matmul
+    value = backend.fp32_precision
+    return "ieee" if value == "none" else value  # "none": never set, torch's default (full precision)
+
+
 def precision_problem(model) -> str | None:
     """Spanish reason why the comparison's tolerances cannot hold on this model and machine, or None."""
-    dtype = next(model.parameters()).dtype
-    if dtype != torch.float32:
-        return (f"El modelo del trainer está en {dtype} y la comparación necesita float32: con menos precisión la "
-                "pérdida de TRL y la tuya difieren más que la tolerancia aunque tu código sea correcto.")
-    if torch.get_float32_matmul_precision() != "highest":
-        return ("Los productos de matrices en float32 usan TF32 (torch.set_float32_matmul_precision("
-                f"{torch.get_float32_matmul_precision()!r})): la comparación necesita 'highest'. Vuelve a "
-                "ponerlo con torch.set_float32_matmul_precision('highest') antes de la comparación.")
+    param = next(model.parameters())
+    if param.dtype != torch.float32:
+        return (f"El modelo del trainer está en {param.dtype} y la comparación necesita float32: con menos precisión "
+                "la pérdida de TRL y la tuya difieren más que la tolerancia aunque tu código sea correcto.")
+    device = param.device.type
+    if (precision := matmul_precision(device)) != "ieee":
+        backend = "cuda" if device == "cuda" else "mkldnn"
+        return (f"Los productos de matrices en float32 usan {precision.upper()} (torch.backends.{backend}.matmul."
+                f"fp32_precision = {precision!r}; TF32 o bf16 redondean ~1e-3): la comparación necesita 'ieee'. "
+                f"Ponlo con torch.backends.{backend}.matmul.fp32_precision = 'ieee' antes de la comparación.")
     return None
 
 

@@ -257,6 +257,8 @@ def compare_with_trl(report: dict, logps_fn, step_fn, advantage_fn, loss_types=L
     """
     trainer = report["trainer"]
     model = trainer.model
+    if (problem := capstone.precision_problem(model)) is not None:  # the tolerances need float32 products
+        raise ValueError(problem)
     # train mode: TRL's compute_loss reads it ("train": its accumulation rules)
     with capstone.only_parameter_trains(trainer, PARAMETER, num_threads, train_mode=True) as param:
         recorded = report["micro_batches"]
