@@ -63,9 +63,23 @@ def test_the_sandbox_lets_no_name_exist_that_the_package_lacks():
         assert trl.__name__ == "trl" and record.order == ["trl"] and STANDBY_ENV not in os.environ
 
 
-def test_standby_counts_only_as_the_string_one():
-    assert import_order_problem({"unsloth": object()}, {STANDBY_ENV: "true"})
-    assert import_order_problem({"unsloth": object()}, {STANDBY_ENV: "1"}) is None
+def test_standby_counts_as_unsloth_zoo_counts_it():
+    """unsloth_zoo turns Standby on for any value but "0" (vllm_utils.py: "not just '1'"), as memory.py's fraction
+    does; its import strips expandable_segments from the allocator only for exactly "1", so another value with
+    expandable_segments still set is refused, with the reason."""
+    unsloth = {"unsloth": object()}
+    assert import_order_problem(unsloth, {STANDBY_ENV: "1"}) is None
+    assert import_order_problem(unsloth, {STANDBY_ENV: "true"}) is None
+    assert import_order_problem(unsloth, {STANDBY_ENV: "0"}) and import_order_problem(unsloth, {})
+    segments = {"PYTORCH_ALLOC_CONF": "expandable_segments:True"}
+    kept = import_order_problem(unsloth, {STANDBY_ENV: "true", **segments})
+    assert kept and "solo quita expandable_segments de PYTORCH_ALLOC_CONF" in kept
+    assert import_order_problem(unsloth, {STANDBY_ENV: "1", **segments}) is None  # the import stripped it
+    from labs.l72.memory import expected_gpu_fraction
+
+    fractions = {v: expected_gpu_fraction(get_profile("rtx5090"), 31.4, "0.31.0", {STANDBY_ENV: v}).rule
+                 for v in ("1", "true", "0")}
+    assert fractions == {"1": "standby", "true": "standby", "0": "no-standby"}
 
 
 # -------------------------------------------------------------------------------------- the model ids
@@ -143,20 +157,41 @@ def test_the_rules_know_unsloths_parameters_and_defaults(call, path, cls):
     assert set(rules.OTHER_PARAMETERS[call]) <= set(names) | {a.arg for a in args.kwonlyargs}
 
 
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+
+
 def test_the_precision_rule_is_unsloths_own_check():
     """``rules.precision_flags_conflict`` agrees with the pinned wheel's ``_precision_flags_conflict`` (run from its
-    source) on every combination of the four flags: the check refuses exactly what would crash the load."""
+    source) on every combination of the four flags, with the values a student may write (``0``, ``2``, ``None``,
+    ``"no"`` as well as booleans): the same answer, or the same exception where Unsloth's ``int()`` refuses one;
+    and the check names a problem exactly where the load would stop."""
     import itertools
 
     tree = ast.parse(_wheel_text("unsloth", "unsloth/models/loader.py"))
     wheel_rule = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "_precision_flags_conflict")
     namespace: dict = {}
     exec(compile(ast.Module(body=[wheel_rule], type_ignores=[]), "unsloth/models/loader.py", "exec"), namespace)
-    for four, eight, sixteen, fp8 in itertools.product((False, True), (False, True), (False, True),
-                                                       (False, True, "block")):
+    values_ = (False, True, 0, 1, 2, None, "no")
+    for four, eight, sixteen, fp8 in itertools.product(values_, values_, values_, (*values_, "block")):
         values = {"load_in_4bit": four, "load_in_8bit": eight, "load_in_16bit": sixteen, "load_in_fp8": fp8}
-        assert rules.precision_flags_conflict(values) == namespace["_precision_flags_conflict"](four, eight, sixteen,
-                                                                                               fp8), values
+        theirs = _outcome(namespace["_precision_flags_conflict"], four, eight, sixteen, fp8)
+        assert _outcome(rules.precision_flags_conflict, values) == theirs, values
+        assert bool(rules.precision_flag_errors(values)) == (theirs is not False), values
+
+
+def test_the_precision_flags_problems_say_which_value_and_why_in_spanish():
+    assert rules.precision_flag_errors({"load_in_4bit": True, "load_in_8bit": False, "load_in_16bit": False,
+                                        "load_in_fp8": 0}) == []
+    (twice,) = rules.precision_flag_errors({"load_in_4bit": 2, "load_in_8bit": False, "load_in_16bit": False,
+                                            "load_in_fp8": False})
+    assert twice.startswith("load_in_4bit=2: Unsloth carga los pesos con una sola precisión")
+    (none,) = rules.precision_flag_errors({"load_in_4bit": None, "load_in_8bit": False, "load_in_16bit": False,
+                                           "load_in_fp8": False})
+    assert none.startswith("load_in_4bit=None: Unsloth suma las banderas de precisión con int()")
 
 
 def test_the_guard_reads_the_pinned_vllms_allocator_singleton():

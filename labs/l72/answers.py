@@ -23,7 +23,7 @@ from labs.core.answer_calls import course_call_message, describe_error, watching
 from labs.core.profiles import Profile, get_profile
 from labs.l72 import rules
 from labs.l72.sandbox import course_module, in_labs, run_in_sandbox
-from labs.l72.standby import ORDER_SENSITIVE_MODULES, STANDBY_ENV, import_order_problem
+from labs.l72.standby import ORDER_SENSITIVE_MODULES, STANDBY_ENV, import_order_problem, standby_on
 
 # ------------------------------------------------------------------------------------------ the profiles
 
@@ -132,7 +132,7 @@ def import_errors(fn) -> list[str]:
             return [f"{where}, la función importa {', '.join(early)} antes que unsloth, que lo deja sin parchear."]
         if in_labs(record.unsloth_importer):  # another course function than the guard imported it for the answer
             return [course_call_message(course_module(record.unsloth_importer))]
-        if record.standby_at_unsloth != "1":
+        if not standby_on(record.standby_at_unsloth):
             held = "sin definir" if record.standby_at_unsloth is None else f"= {record.standby_at_unsloth!r}"
             return [f"{where}, unsloth se importó con {STANDBY_ENV} {held}: Standby no se activa."]
         if result is not record.exports["unsloth"]["FastLanguageModel"]:

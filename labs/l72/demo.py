@@ -27,7 +27,7 @@ from labs.core.profiles import Profile, get_profile, student_command
 from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import STATE_FINISHED, RunFolder
 from labs.l72.memory import MemoryFraction
-from labs.l72.standby import STANDBY_ENV, ImportOrderError, UnslothLoadFailed, import_order_problem
+from labs.l72.standby import STANDBY_ENV, ImportOrderError, UnslothLoadFailed, import_order_problem, standby_on
 from labs.l72.standin import CpuFastLanguageModel
 from labs.l72.steps import LAB, finish_resources, profile_for_l72, start
 from labs.l72.trainer import make_trainer as make_l72_trainer
@@ -140,7 +140,7 @@ class Demo:
         import unsloth
 
         problem = import_order_problem(sys.modules, os.environ)
-        if problem is None and os.environ.get(STANDBY_ENV) != "1":
+        if problem is None and not standby_on(os.environ.get(STANDBY_ENV)):
             problem = f"importar_unsloth() importó unsloth sin {STANDBY_ENV}=1: Standby no está activo."
         if problem is not None:
             raise ImportOrderError(problem)

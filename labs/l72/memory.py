@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from labs.core.profiles import Profile
-from labs.l72.standby import STANDBY_ENV, UTIL_OVERRIDE_ENV
+from labs.l72.standby import STANDBY_ENV, UTIL_OVERRIDE_ENV, standby_on
 
 # gpu_memory_utilization by a target picked from the card's total memory ("ten percent" = total GiB / 10),
 # lowered by 5% for vLLM >= 0.11. tests/test_unsloth_lab.py runs the pinned release's own code against
@@ -121,4 +121,5 @@ def expected_gpu_fraction(profile: Profile, total_gib: float, vllm_version: str,
     """What Unsloth will use on this card with the current environment (read before loading)."""
     environ = os.environ if environ is None else environ
     return unsloth_memory_fraction(profile.vllm_gpu_memory_utilization, total_gib, vllm_version,
-                                   standby=_env_on(environ, STANDBY_ENV), override=_env_on(environ, UTIL_OVERRIDE_ENV))
+                                   standby=standby_on(environ.get(STANDBY_ENV)),
+                                   override=_env_on(environ, UTIL_OVERRIDE_ENV))

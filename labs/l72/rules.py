@@ -71,19 +71,37 @@ PRECISION_FLAGS = ("load_in_4bit", "load_in_8bit", "load_in_16bit", "load_in_fp8
 
 def precision_flags_conflict(values: dict) -> bool:
     """Unsloth 2026.10.9's own rule (``_precision_flags_conflict`` in unsloth/models/loader.py, which raises "Can
-    only load in 4bit or 8bit or 16bit, not a combination!"): at most one of the four flags may be on, and
-    ``load_in_fp8`` counts as on for any value but ``False`` (it also takes ``"block"``)."""
-    return (int(bool(values["load_in_4bit"])) + int(bool(values["load_in_8bit"])) + int(bool(values["load_in_16bit"]))
-            + int(values["load_in_fp8"] is not False)) >= 2
+    only load in 4bit or 8bit or 16bit, not a combination!"), with its arithmetic: ``int()`` of the first three
+    flags (so ``load_in_4bit=2`` alone counts twice, and ``None`` or ``"no"`` raise as they do there) and
+    ``load_in_fp8 != False`` (so ``0`` is off, and ``None``, ``"no"`` or ``"block"`` are on)."""
+    return (int(values["load_in_4bit"]) + int(values["load_in_8bit"]) + int(values["load_in_16bit"])
+            + int(values["load_in_fp8"] != False)) >= 2  # noqa: E712 - Unsloth's comparison, 0 == False included
+
+
+def _flag_on(flag: str, value) -> bool:
+    return value != False if flag == "load_in_fp8" else int(value) != 0  # noqa: E712 - as precision_flags_conflict
+
+
+def precision_flag_errors(values: dict) -> list[str]:
+    """The precision flags' problems, in Spanish: a value Unsloth's ``int()`` cannot take, or more than one flag on."""
+    bad = []
+    for flag in PRECISION_FLAGS[:3]:
+        try:
+            int(values[flag])
+        except (TypeError, ValueError):
+            bad.append(f"{flag}={values[flag]!r}: Unsloth suma las banderas de precisión con int() y con ese valor "
+                       "falla antes de cargar; usa True o False.")
+    if bad:
+        return bad
+    if precision_flags_conflict(values):
+        on = [f"{flag}={values[flag]!r}" for flag in PRECISION_FLAGS if _flag_on(flag, values[flag])]
+        return [f"{', '.join(on)}: Unsloth carga los pesos con una sola precisión y, con más de una activada (o una "
+                "que vale más de 1), se niega a cargar (\"Can only load in 4bit or 8bit or 16bit\")."]
+    return []
 
 
 def from_pretrained_errors(values: dict, profile: Profile) -> list[str]:
-    problems = []
-    if precision_flags_conflict(values):
-        on = [f"{flag}={values[flag]!r}" for flag in PRECISION_FLAGS
-              if (values[flag] is not False if flag == "load_in_fp8" else bool(values[flag]))]
-        problems.append(f"{', '.join(on)}: Unsloth carga los pesos con una sola precisión y, con más de una "
-                        "activada, se niega a cargar (\"Can only load in 4bit or 8bit or 16bit\").")
+    problems = precision_flag_errors(values)
     name = values["model_name"]
     if not isinstance(name, str) or not model_ids.same_model(name, profile.unsloth_model):
         known = model_ids.unsloth_table().knows(name) if isinstance(name, str) else None

@@ -19,6 +19,14 @@ UTIL_OVERRIDE_ENV = "UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE"
 # Unsloth patches these when it is imported; a copy imported earlier keeps the unpatched code
 # (unsloth/_gpu_init.py names the same three in its own warning).
 ORDER_SENSITIVE_MODULES = ("trl", "transformers", "peft")
+# The allocator settings unsloth_zoo's import strips expandable_segments from, when Standby's variable is "1".
+ALLOC_CONF_KEYS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def standby_on(value: str | None) -> bool:
+    """Standby's variable as unsloth_zoo 2026.10.9 reads it (``os.getenv("UNSLOTH_VLLM_STANDBY", "0") != "0"`` in
+    vllm_utils.py, "any truthy value ... not just '1'"), and as labs.l72.memory reads it: any value but "0"."""
+    return (value if value is not None else "0") != "0"
 
 
 class ImportOrderError(RuntimeError):
@@ -41,10 +49,17 @@ def import_order_problem(modules, environ) -> str | None:
     unsloth imported without ``UNSLOTH_VLLM_STANDBY=1``, or trl/transformers/peft imported before unsloth.
     """
     if "unsloth" in modules:
-        if environ.get(STANDBY_ENV) != "1":  # unsloth_zoo's import prepares vLLM's sleep mode only for "1"
+        value = environ.get(STANDBY_ENV)
+        if not standby_on(value):
             return ("unsloth ya está importado en este proceso sin UNSLOTH_VLLM_STANDBY=1, y Standby solo se "
                     "activa si la variable existe ANTES de importar unsloth. Reinicia el kernel (o el proceso) "
                     "y ejecuta primero la celda que activa Standby.")
+        kept = [key for key in ALLOC_CONF_KEYS if "expandable_segments:True" in environ.get(key, "")]
+        if kept and value != "1":  # unsloth_zoo's import strips expandable_segments only for exactly "1"
+            return (f"unsloth se importó con UNSLOTH_VLLM_STANDBY={value!r}: Standby está activo, pero unsloth_zoo "
+                    f"solo quita expandable_segments de {', '.join(kept)} cuando la variable vale exactamente '1', y "
+                    "el modo sleep de vLLM no funciona con él. Reinicia el kernel (o el proceso) y activa Standby "
+                    "con UNSLOTH_VLLM_STANDBY=1 antes de importar unsloth.")
         return None
     early = [name for name in ORDER_SENSITIVE_MODULES if name in modules]
     if early:
