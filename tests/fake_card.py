@@ -17,6 +17,7 @@ that the named parameters do not hold (tests/test_api_drift.py says where each `
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import inspect
@@ -33,7 +34,8 @@ CAPABILITY = (12, 0)  # Blackwell consumer: sm_120
 
 def unsloth_source(relpath: str) -> Path | None:
     """The installed Unsloth's file ``relpath`` (``models/loader.py``), found without importing unsloth."""
-    spec = importlib.util.find_spec("unsloth") if "unsloth" not in sys.modules else sys.modules["unsloth"].__spec__
+    # sys.path itself: neither sys.modules nor an import hook (the stand-in below is both, while a test runs)
+    spec = importlib.machinery.PathFinder.find_spec("unsloth")
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations))) / relpath
@@ -274,6 +276,8 @@ def install(monkeypatch, tokenizer=None) -> FakeCard:
     module.is_bfloat16_supported = lambda: True
     finder = UnslothFinder(module)
     for key in [k for k in sys.modules if k == "unsloth" or k.startswith("unsloth.")]:
-        monkeypatch.delitem(sys.modules, key)
+        monkeypatch.delitem(sys.modules, key)  # a real unsloth of this process comes back afterwards
+    monkeypatch.setitem(sys.modules, "unsloth", module)  # so that undoing removes the stand-in the course imports
+    del sys.modules["unsloth"]
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
     return FakeCard(state, calls, module, finder)

@@ -63,3 +63,65 @@ def test_l72_loads_its_model_through_unsloth_on_a_faked_5090(card, monkeypatch):
         cache_config.gpu_memory_utilization
     assert fraction.in_force != profile.vllm_gpu_memory_utilization
     assert len(lines) == 2 and "Leído del motor vLLM en marcha" in lines[1]
+
+
+@pytest.fixture
+def smi(tmp_path, monkeypatch):
+    """``nvidia-smi`` answering as the driver of one RTX 5090 (the doctor, the rehearsal and make ask it)."""
+    import os
+
+    folder = tmp_path / "driver"
+    folder.mkdir()
+    script = folder / "nvidia-smi"
+    script.write_text('#!/bin/sh\ncase "$*" in\n  *query-gpu*) echo "NVIDIA GeForce RTX 5090, 590.44.01";;\n'
+                      '  -L) echo "GPU 0: NVIDIA GeForce RTX 5090 (UUID: GPU-5090)";;\n'
+                      '  *) echo "NVIDIA-SMI 590.44.01";;\nesac\n', encoding="utf-8")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return script
+
+
+def test_the_doctor_passes_an_rtx_5090_with_the_gpu_stack(card, smi, capsys, monkeypatch):
+    """`python -m labs doctor` on the card: the GPU, its driver, torch's kernels for sm_120 and the GPU stack's
+    pins judged for real (only the hub is left unchecked: no network here)."""
+    from labs.doctor import cli
+
+    monkeypatch.setenv("COURSE_PROFILE", "rtx5090")
+    assert cli.main(["--profile", "rtx5090", "--no-hub"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "OK GPU NVIDIA GeForce RTX 5090, capacidad 12.0 (sm_120), 31.4 GiB en total" in out
+    assert "OK Controlador NVIDIA Controlador 590.44.01" in out
+    assert "con kernels para sm_120." in out and "OK Versiones fijadas Coinciden con requirements-gpu.txt" in out
+    assert "Listo para los labs con el perfil 'rtx5090', con 1 aviso(s)" in out
+
+
+def test_vram_plans_both_paths_on_the_card_it_sees(card, capsys):
+    from labs.vram import cli
+
+    assert cli.main(["--profile", "rtx5090"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("Memoria de la tarjeta") == 2 and out.count("31,36 GiB") >= 2
+    assert out.count("Cabe según esta estimación") == 2
+
+
+def test_the_rehearsal_reads_the_card_the_driver_and_the_profile_it_recommends_trying(card, smi, tmp_path):
+    from labs.rehearsal import budget, cli
+
+    cuda, name, total = cli._gpu()
+    assert cuda and name == fake_card.CARD_NAME and abs(total - fake_card.CARD_TOTAL / 2**30) < 1e-9
+    facts = cli.device_facts(get_profile("rtx5090"), name, total)
+    assert facts["driver"] == "590.44.01" and facts["packages"]["unsloth"] == "2026.10.9"
+    assert budget.default_profile(None, {}, cuda_visible=cuda, runs_root=tmp_path).name == "rtx5090-base"
+    assert budget.device_tag(name) == "rtx-5090"
+
+
+def test_the_resource_monitor_reads_the_cards_memory_through_torch(card):
+    from labs.core.resources import ResourceMonitor
+
+    with ResourceMonitor(gpu="torch", interval_s=0.01) as monitor:
+        card.cuda.allocate(3 * 2**30)
+        monitor.sample()
+    gpu = monitor.summary()["gpu"]
+    assert gpu["torch_max_allocated_gib"] == pytest.approx(3.0, abs=1e-3)
+    assert gpu["device_used_by_run_gib"] == pytest.approx(3.0, abs=1e-2)
+    assert gpu["total_gib"] == pytest.approx(fake_card.CARD_TOTAL / 2**30, abs=1e-3)
