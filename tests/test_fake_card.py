@@ -125,3 +125,19 @@ def test_the_resource_monitor_reads_the_cards_memory_through_torch(card):
     assert gpu["torch_max_allocated_gib"] == pytest.approx(3.0, abs=1e-3)
     assert gpu["device_used_by_run_gib"] == pytest.approx(3.0, abs=1e-2)
     assert gpu["total_gib"] == pytest.approx(fake_card.CARD_TOTAL / 2**30, abs=1e-3)
+
+
+def test_l72s_demo_on_the_card_stops_only_for_the_models_download(card, smi, tmp_path, monkeypatch):
+    """The L7.2 notebook's demo on rtx5090: its start (pre-flight, Unsloth path checks, run folder, then the doctor)
+    passes every check of the card, the driver and the GPU stack, and stops at the one thing this machine lacks:
+    the model's weights in the hub's cache (no network here). Past it, the load is
+    test_l72_loads_its_model_through_unsloth_on_a_faked_5090's."""
+    from labs.doctor.runnable import EnvironmentNotReady
+    from labs.l72 import demo
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    with pytest.raises(EnvironmentNotReady) as refused:
+        demo.Demo("rtx5090", show=lambda line: None)
+    reasons = [line for line in str(refused.value).splitlines() if line.startswith("- ")]
+    assert len(reasons) == 1 and reasons[0].startswith("- Hub de Hugging Face: No llego al hub (HF_HUB_OFFLINE=1) y "
+                                                       "hay que descargar Qwen/Qwen3-4B-Instruct-2507"), reasons
