@@ -78,6 +78,9 @@ GPU_STACK_MARKERS := not trains and (not slow or exercise_checks or gpu_stack_le
 # Static checks, before any test (seconds): ruff with the rules pyproject.toml chooses, over the whole repository
 # but the notebooks (pyproject.toml says why).
 LINT = $(PY) -m ruff check .
+# The type checker (pyproject.toml [tool.basedpyright]) reads the GPU stack's packages, so it runs from $(GPU_VENV):
+# make check sets that environment up first when it is missing (docs/testing.md), make test-gpu-stack has it.
+TYPECHECK = $(GPU_VENV)/bin/basedpyright
 
 .PHONY: all lab test check setup clean-venv list-notebooks notebooks test-gpu-stack
 
@@ -110,6 +113,8 @@ endif
 
 check: $(STAMP)
 	$(LINT)
+	$(MAKE) --no-print-directory STACK=gpu VENV=$(GPU_VENV) setup
+	$(TYPECHECK)
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) -m "$(CHECK_MARKERS)" tests $(PYTEST_ARGS)
 
 setup: $(STAMP)
@@ -117,8 +122,9 @@ setup: $(STAMP)
 test-gpu-stack:
 	$(MAKE) --no-print-directory STACK=gpu VENV=$(GPU_VENV) setup
 	$(GPU_VENV)/bin/python -m ruff check .
+	$(TYPECHECK)
 	$(TEST_ENV) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider --durations=10 -rs $(PARALLEL) \
-		-m "$(GPU_STACK_MARKERS)" tests $(PYTEST_ARGS)
+		--cov --cov-report=term-missing -m "$(GPU_STACK_MARKERS)" tests $(PYTEST_ARGS)
 
 # Rebuild the student notebooks (notebooks/) from the sources with otter assign; never edit notebooks/ by hand.
 notebooks: $(STAMP)

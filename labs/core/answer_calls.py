@@ -92,6 +92,7 @@ def call_answer(function, *args, where: str = "", references=(), **kwargs):
     name = getattr(function, "__name__", "tu función")
     if not callable(function):
         raise AssertionError(f"`{name}` no es una función: define la función que pide el ejercicio.")
+    result = None
     with watching(references) as called:
         try:
             result = function(*args, **kwargs)

@@ -11,7 +11,7 @@ assertion's message once, then each hint once), escaped. Everything else is otte
 from __future__ import annotations
 
 import html
-import inspect
+import sys
 
 PASSED = "correcto"
 FAILED = "aún no es correcto"
@@ -79,7 +79,7 @@ class SpanishGrader:
 
     def check(self, question: str, global_env: dict | None = None) -> SpanishResult:
         if global_env is None:  # otter runs the tests in the caller's globals: the notebook's
-            global_env = inspect.currentframe().f_back.f_globals
+            global_env = sys._getframe(1).f_globals
         return SpanishResult(self._grader.check(question, global_env))
 
 

@@ -242,7 +242,8 @@ def holdout_pair_sentence(summary: dict | None) -> str:
     """Format against arithmetic on the holdout, base -> trained, in one Spanish sentence ("" if unknown)."""
     if not isinstance(summary, dict):
         return ""
-    last = summary.get("last_number") if isinstance(summary.get("last_number"), dict) else {}
+    last = summary.get("last_number")
+    last = last if isinstance(last, dict) else {}
     parts = []
     for label, first, second in (
         ("el formato pedido", summary.get("base_format_rate"), summary.get("trained_format_rate")),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats as _sps
@@ -358,8 +359,9 @@ def trend(
     if np.ptp(by) == 0:
         result.update(tau=0.0, p_value=1.0, slope=0.0, slope_low=0.0, slope_high=0.0, intercept=float(by[0]))
         return result
-    tau = _sps.kendalltau(bx, by)
-    sen = _sps.theilslopes(by, bx, alpha=0.95)
+    # scipy builds both result types at run time (_make_tuple_bunch): their fields are unknown to a type checker
+    tau: Any = _sps.kendalltau(bx, by)
+    sen: Any = _sps.theilslopes(by, bx, alpha=0.95)
     p_value = float(tau.pvalue) if np.isfinite(tau.pvalue) else 1.0
     result.update(
         tau=float(tau.statistic) if np.isfinite(tau.statistic) else 0.0,

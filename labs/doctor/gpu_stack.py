@@ -140,7 +140,8 @@ def map_model_name(name: str, load_in_4bit: bool, mappers: dict, bad: dict | Non
 def _bad_mappings(source: str) -> dict:
     """``BAD_MAPPINGS`` out of loader_utils.py's text: string keys, some written ``"...".lower()``."""
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "BAD_MAPPINGS" for t in node.targets):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                and any(getattr(t, "id", None) == "BAD_MAPPINGS" for t in node.targets)):
             out = {}
             for key, value in zip(node.value.keys, node.value.values):
                 if isinstance(key, ast.Call) and isinstance(key.func, ast.Attribute):

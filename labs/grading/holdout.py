@@ -69,7 +69,7 @@ def _side_readings(data: RunData, common: list[str], comparison: dict) -> None:
         formats = _by_id(rows, label, None, "format_ok")
         flags = [formats[i] for i in common if isinstance(formats.get(i), bool)]
         if flags:
-            comparison[f"{label}_format_rate"] = sum(flags) / len(flags)
+            comparison[f"{label}_format_rate"] = flags.count(True) / len(flags)
 
 
 def _foreign_ids(rows: list[dict]) -> list[str]:

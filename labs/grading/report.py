@@ -81,7 +81,8 @@ def _figures(grade: RunGrade, out_dir: Path) -> list[tuple[str, str]]:
 
 def render_markdown(grade: RunGrade, figures: list[tuple[str, str]]) -> str:
     run = grade.data.run or {}
-    profile = run.get("profile") if isinstance(run.get("profile"), dict) else {}
+    profile = run.get("profile")
+    profile = profile if isinstance(profile, dict) else {}
     lines = [
         f"# Informe C2b: {esc(grade.name)}",
         "",
@@ -135,7 +136,8 @@ def render_markdown(grade: RunGrade, figures: list[tuple[str, str]]) -> str:
 def _recipe_changes(run: dict) -> list[str]:
     """The changes a resume accepted (``run.json``'s ``changes``, labs.training.runrecord): the run did not
     train with one recipe from its first step to its last, and the grader must read which part used which."""
-    changes = run.get("changes") if isinstance(run.get("changes"), list) else []
+    changes = run.get("changes")
+    changes = changes if isinstance(changes, list) else []
     changes = [c for c in changes if isinstance(c, dict)]
     if not changes:
         return []
@@ -144,7 +146,8 @@ def _recipe_changes(run: dict) -> list[str]:
              "(aceptados con --accept-changes). `run.json` conserva la receta inicial; desde cada paso indicado "
              "rige el cambio:", ""]
     for change in changes:
-        texts = change.get("lines_es") if isinstance(change.get("lines_es"), list) else []
+        texts = change.get("lines_es")
+        texts = texts if isinstance(texts, list) else []
         lines.append(f"- Desde el paso {esc(change.get('step', '?'))} ({esc(change.get('at', ''))}): "
                      + "; ".join(esc(t) for t in texts))
     return lines + [""]

@@ -103,7 +103,7 @@ def matmul_precision(device_type: str) -> str:
     (``torch.get_float32_matmul_precision()``, ``torch.backends.cuda.matmul.allow_tf32``) raise on torch 2.13 once
     anything has set the new one ("you have used mix of the legacy and new APIs").
     """
-    backend = torch.backends.cuda.matmul if device_type == "cuda" else torch.backends.mkldnn.matmul
+    backend = torch.backends.cuda.matmul if device_type == "cuda" else torch.backends.mkldnn.matmul  # pyright: ignore[reportAttributeAccessIssue] - torch sets the submodule at import; its stub omits it
     value = backend.fp32_precision
     return "ieee" if value == "none" else value  # "none": never set, torch's default (full precision)
 

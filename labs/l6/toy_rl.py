@@ -72,7 +72,7 @@ def exact_policy_gradient(logits, rewards) -> np.ndarray:
     theta = torch.tensor(np.asarray(logits, dtype=np.float64), requires_grad=True)
     r = torch.tensor(np.asarray(rewards, dtype=np.float64))
     (torch.softmax(theta, 0) @ r).backward()
-    return theta.grad.numpy().copy()
+    return theta.grad.numpy().copy()  # pyright: ignore[reportOptionalMemberAccess] - backward() just above filled .grad
 
 
 def sample_answers(logits, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -90,7 +90,7 @@ def score_function_gradient(logits, rewards, actions, baseline=0.0) -> np.ndarra
     a = torch.as_tensor(np.asarray(actions), dtype=torch.long)
     weight = r[a] - torch.as_tensor(np.asarray(baseline, dtype=np.float64))
     (weight * torch.log_softmax(theta, 0)[a]).mean().backward()
-    return theta.grad.numpy().copy()
+    return theta.grad.numpy().copy()  # pyright: ignore[reportOptionalMemberAccess] - backward() just above filled .grad
 
 
 def per_sample_gradients(logits, rewards, actions, baseline=0.0) -> np.ndarray:
@@ -193,7 +193,7 @@ def surrogate_slope(ratio, advantage: float, epsilon: float = 0.2, epsilon_high:
     high = epsilon if epsilon_high is None else epsilon_high
     obj = torch.minimum(rho * advantage, torch.clamp(rho, 1 - epsilon, 1 + high) * advantage)
     obj.sum().backward()
-    return rho.grad.numpy().copy()
+    return rho.grad.numpy().copy()  # pyright: ignore[reportOptionalMemberAccess] - backward() just above filled .grad
 
 
 # --------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from labs.training import data as course_data
 from labs.training import console, evaluation, format_pass, models, preflight, reasoning, recipe, runrecord
@@ -102,7 +103,7 @@ class Lab:
         prepare(self.profile, self.reward_funcs, trains=not self.run.is_finished())
         if self.profile.use_cpu:
             resources.keep_freed_memory()
-        self.trainer = None
+        self.trainer: Any = None  # TRL's GRPOTrainer once build_trainer or use_trainer ran (or the notebook's own)
         self.generate = None
         self.monitor: resources.ResourceMonitor | None = None
         # A finished run (from the terminal or an earlier session) is only read: no model, no training.

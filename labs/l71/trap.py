@@ -198,7 +198,8 @@ def train_here(profile: Profile, learning_rate: float, steps: int = CPU_STEPS) -
         lab.load_data()
         lab.format_pass()
         print(f"[trampa] learning_rate {lr_tag(learning_rate)}: {steps} pasos -> {lab.run.root}")
-        lab.build_trainer().add_callback(_no_checkpoints())
+        lab.build_trainer()  # the run is not finished (returned above), so there is a trainer
+        lab.trainer.add_callback(_no_checkpoints())
         lab.train()
         lab.run.write_status(STATE_FINISHED, lab.trainer.state.global_step, steps)
     finally:

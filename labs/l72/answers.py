@@ -76,6 +76,7 @@ def standby_errors(fn) -> list[str]:
     for modules, environ in standby_cases():
         where = f"En un proceso con {_describe(modules, environ)}"
         with watching(REFERENCES["standby_posible"]) as called:
+            answer = None
             try:
                 answer, error = fn(dict(modules), dict(environ)), None
             except Exception as exc:  # noqa: BLE001 - the student's code: report it
@@ -175,6 +176,7 @@ def call_errors(fn, call: str, profiles: list[Profile] | None = None) -> list[st
         recorder = KeywordRecorder()
         args = (recorder, profile) if call == "from_pretrained" else (recorder, KeywordRecorder.MODEL, profile)
         with watching(REFERENCES[call]) as called:
+            returned = None
             try:
                 returned, error = fn(*args), None
             except Exception as exc:  # noqa: BLE001 - the student's code: report, never hide the hint

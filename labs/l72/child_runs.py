@@ -53,6 +53,7 @@ def run_lab_in_subprocess(lab: str, profile_name: str, show=print, command: list
         monitor = ResourceMonitor(gpu="nvidia-smi" if nvidia_smi_used_gib() is not None else None, interval_s=1.0,
                                   pid=proc.pid).start()
         try:
+            assert proc.stdout is not None  # stdout=PIPE
             for line in proc.stdout:
                 log.write(line)
                 log.flush()

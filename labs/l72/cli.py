@@ -36,7 +36,7 @@ MULTI_PROCESS_ES = (
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labs l72", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m labs l72", description=(__doc__ or "").split("\n\n")[0])
     add_run_arguments(parser)
     args = parser.parse_args(argv)
     if distributed.is_distributed():

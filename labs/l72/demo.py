@@ -197,7 +197,7 @@ class Demo:
         base_label = f"{Path(model_name).name} ({'4 bits' if self.on_gpu and profile.load_in_4bit else 'LoRA'})"
         l71.write_run_json(run, profile, LAB if self.full else DEMO_LAB, self.reward_funcs, model_name, {
             "base_label": base_label, "backend_used": self.backend.name, "backend_reason_es": self.backend.reason_es,
-            "vllm_memory_fraction": self.fraction.as_dict(), "written_by": "el cuaderno L7.2 (celdas del alumno)"})
+            "vllm_memory_fraction": self.fraction.as_dict() if self.fraction else None, "written_by": "el cuaderno L7.2 (celdas del alumno)"})
         # L7.2's trainer (labs.l72.trainer): the course's values pinned where Unsloth's GRPOConfig would swap its
         # own, TRL's "ref" adapter dropped (vLLM refuses its LoRA keys), trainer.args recorded in run.json.
         trainer = make_l72_trainer(profile, run, model, self.reward_funcs, course_data.to_dataset(splits["train"]),

@@ -60,8 +60,8 @@ class FallbackLab(l71.Lab):
         self.generate = l71.generator(self.trainer, self.profile)
         print(f"[lora] LoRA de PEFT: r={self.profile.lora_r}, alpha={self.profile.lora_alpha}, módulos "
               f"{', '.join(self.profile.lora_targets)}.")
-        if self._engine() is not None:
-            self.fraction = self.fraction.with_engine_value(engine_memory_fraction(self._engine().llm))
+        if (engine := self._engine()) is not None:
+            self.fraction = self.fraction.with_engine_value(engine_memory_fraction(engine.llm))
             update_run_json(self.run, vllm_memory_fraction=self.fraction.as_dict())
         print(f"[vllm] {self.fraction.describe_es()}")
         return self.trainer
@@ -78,7 +78,7 @@ class FallbackLab(l71.Lab):
                   f"hasta {check['adapter_max_delta']:.3g}.")
             require_engine_has_adapter(check)
         summary = super().evaluate_trained()  # syncs again (same weights), evaluates, saves, summarises
-        if self.engine_check is not None:
+        if self.engine_check is not None and summary is not None:
             summary["engine_lora_check"] = self.engine_check
             write_json(self.run.path("eval/summary.json"), summary)
         return summary

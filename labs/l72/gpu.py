@@ -18,7 +18,7 @@ before it are ``labs.l72.steps.start``'s) (:func:`_run_unsloth`; the notebook ru
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from labs.training import data as course_data
 from labs.training import evaluation, recipe
@@ -95,10 +95,10 @@ def load_unsloth_model(profile: Profile, show=print):
 
 
 class UnslothStart(NamedTuple):
-    model: object
-    tokenizer: object
+    model: Any  # Unsloth's PEFT model (vllm_engine, fast_generate, load_lora): no type to name without a card
+    tokenizer: Any
     splits: dict
-    trainer: object
+    trainer: Any  # TRL's GRPOTrainer as Unsloth patches it
     fraction: MemoryFraction  # the engine's measured share of the GPU
     base_label: str
 

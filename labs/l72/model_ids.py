@@ -148,7 +148,7 @@ def look_up(name: str, use_cpu: bool = True) -> Lookup:
     table = unsloth_table()
     knows = table.knows(name)
     if knows:
-        return Lookup(name, True, table.source_es, "Copias del mismo modelo: " + ", ".join(table.entry(name)))
+        return Lookup(name, True, table.source_es, "Copias del mismo modelo: " + ", ".join(table.entry(name) or ()))
     relatives = table.relatives(name)
     detail = f"Lo que sí tiene con ese nombre: {', '.join(relatives)}" if relatives else ""
     return Lookup(name, knows, table.source_es, detail)

@@ -98,6 +98,7 @@ def _child(part: str, args, root: Path) -> tuple[dict, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the student sees each line as the lab prints it
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                           env=env) as proc:
+        assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
             sys.stdout.write(line)
             tail.append(line)

@@ -123,7 +123,7 @@ def run_l71(profile: Profile, root: Path) -> dict:
     lab = l71.Lab(rp, run_name=str(root / "l71"), reward_funcs=recipe_identity.saved_rewards())
     try:
         trainer, timer = _trainer_with_timer(lab)
-        sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step
+        sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step  # pyright: ignore[reportOptionalMemberAccess] - TRL loads the tokenizer when none is passed
         fraction = _fraction(rp, trainer)
         holdout = base_holdout(lab, profile)
         lab.evaluate_base()
@@ -167,6 +167,7 @@ def _follows_trainer(trainer, fixed, before, weights: dict) -> dict:
     if before is None:  # no colocated engine (or no completion to fix): the weight check is all there is
         return weights
     after = _scores(trainer, fixed)
+    assert after is not None  # the same fixed completions and engine as `before`
     verdict = engine_shift.shift_verdict(before[0], after[0], before[1], after[1])
     return {**verdict, "weights": weights}
 
@@ -185,7 +186,7 @@ def run_l72_cpu(profile: Profile, root: Path) -> dict:
     lab = FallbackLab(rp, run_name=str(root / "l72"))
     try:
         trainer, timer = _trainer_with_timer(lab)
-        sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step
+        sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step  # pyright: ignore[reportOptionalMemberAccess] - TRL loads the tokenizer when none is passed
         base = lab.evaluate_base()
         lab.train()
         summary = lab.evaluate_trained()  # refuses when the engine lacks the adapter (require_engine_has_adapter)

@@ -41,6 +41,7 @@ def _safetensors_problem(path: Path) -> str | None:
     from safetensors import SafetensorError, safe_open
 
     size = path.stat().st_size
+    header_len = 0
     try:
         with open(path, "rb") as fh:
             (header_len,) = struct.unpack("<Q", fh.read(8))
@@ -132,7 +133,7 @@ def newest_usable(checkpoints_dir: Path) -> tuple[Path | None, list[tuple[Path, 
     if Path(checkpoints_dir).is_dir():
         folders = [c for c in Path(checkpoints_dir).iterdir() if c.is_dir() and step_of(c) is not None]
     torn = []
-    for folder in sorted(folders, key=step_of, reverse=True):
+    for folder in sorted(folders, key=lambda c: step_of(c) or 0, reverse=True):
         text = problem(folder)
         if text is None:
             return folder, torn

@@ -143,7 +143,7 @@ def use_step_lines(trainer, max_steps: int, echo=print, line=step_line, times=No
     if any(getattr(c, "course_step_lines", False) for c in trainer.callback_handler.callbacks):
         return  # already there: a repeated train() on the same trainer
     callback = step_line_callback(max_steps, echo, line, times, watch)
-    callback.course_step_lines = True
+    callback.course_step_lines = True  # pyright: ignore[reportAttributeAccessIssue] - a marker read back with getattr
     trainer.add_callback(callback)
 
 
@@ -260,7 +260,7 @@ def quiet_numa_binding() -> bool:
                     sys.stderr.flush()
 
     init_cpu_memory_env._course_quiet = True
-    torch.ops._C.init_cpu_memory_env = init_cpu_memory_env
+    torch.ops._C.init_cpu_memory_env = init_cpu_memory_env  # pyright: ignore[reportAttributeAccessIssue] - torch.ops namespaces are filled at run time
     return True
 
 

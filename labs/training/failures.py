@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass, field
+from typing import Any
 
 from labs.core.profiles import Profile
 
@@ -24,7 +25,7 @@ class Failure:
     details: dict = field(default_factory=dict)  # extra status.json fields (e.g. the reward function's name)
 
 
-def reward_timeout(exc: BaseException):
+def reward_timeout(exc: BaseException) -> Any:
     """The ``labs.training.phases.RewardTimeout`` in ``exc``'s chain, if any (TRL may wrap it)."""
     seen = set()
     while exc is not None and id(exc) not in seen:

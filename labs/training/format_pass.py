@@ -217,17 +217,17 @@ def _train_in_process(base_model: str, profile: Profile, rows: list[dict], targe
         console.use_step_lines(trainer, steps, line=console.format_pass_line)
         result = trainer.train()
         if profile.use_lora:  # GRPO, vLLM and the evaluation load an ordinary checkpoint
-            trainer.model.merge_and_unload().save_pretrained(str(staging))
+            trainer.model.merge_and_unload().save_pretrained(str(staging))  # pyright: ignore[reportCallIssue, reportOptionalMemberAccess] - a PEFT model (use_lora)
         else:
             trainer.save_model(str(staging))
-        trainer.processing_class.save_pretrained(str(staging))
+        trainer.processing_class.save_pretrained(str(staging))  # pyright: ignore[reportOptionalMemberAccess] - TRL loads the tokenizer when none is passed
         shutil.rmtree(staging / "trainer", ignore_errors=True)
         (staging / COMPLETE_MARKER).write_text(
             json.dumps(
                 {
                     "base_model": base_model,
                     "lora_merged": profile.use_lora,
-                    "eos_token": trainer.processing_class.eos_token,
+                    "eos_token": trainer.processing_class.eos_token,  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess] - a tokenizer here, never a processor
                     "examples": len(rows),
                     "epochs": profile.format_pass_epochs,
                     "train_loss": result.training_loss,

@@ -87,7 +87,7 @@ def _convert(source: Path, target: Path) -> None:
         model.hf_quantizer = None
         model.is_quantized = False
         if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
+            del model.config.quantization_config  # pyright: ignore[reportAttributeAccessIssue] - guarded by hasattr just above
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / COMPLETE_MARKER).write_text(

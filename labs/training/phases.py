@@ -62,7 +62,7 @@ class PhaseTimes:
         if phase == "generation":
             self.generation += seconds
         else:
-            self.rewards[name] = self.rewards.get(name, 0.0) + seconds
+            self.rewards[name] = self.rewards.get(name, 0.0) + seconds  # pyright: ignore[reportCallIssue] - a rewards phase always names its function
         self.current = None
 
     def slowest_es(self, step_seconds: float) -> str:
@@ -103,7 +103,7 @@ def time_generation(trainer, times: PhaseTimes) -> None:
         finally:
             times.leave("generation")
 
-    timed._course_timed = True
+    timed._course_timed = True  # pyright: ignore[reportAttributeAccessIssue] - a marker on the wrapper, read back with getattr
     trainer._generate = timed
 
 
@@ -124,13 +124,14 @@ def bounded(func, name: str, limit: float, times: PhaseTimes, step=lambda: None)
             finally:
                 times.leave("rewards", name)
 
-        async_call._course_bounded = True
+        async_call._course_bounded = True  # pyright: ignore[reportAttributeAccessIssue] - a marker on the wrapper, read back with getattr
         return async_call
 
     @functools.wraps(func)
     def call(*args, **kwargs):
         times.enter("rewards", name)
         alarm = _alarm_available()
+        previous = None
         if alarm:
             def on_alarm(signum, frame):
                 raise RewardTimeout(name, limit, step())
@@ -145,7 +146,7 @@ def bounded(func, name: str, limit: float, times: PhaseTimes, step=lambda: None)
                 signal.signal(signal.SIGALRM, previous)
             times.leave("rewards", name)
 
-    call._course_bounded = True
+    call._course_bounded = True  # pyright: ignore[reportAttributeAccessIssue] - a marker on the wrapper, read back with getattr
     return call
 
 

@@ -77,8 +77,8 @@ def _keep_weight_dispatch(original):
             return
         original(layer, remove_weight=remove_weight)
 
-    dispatch.__course_shim__ = True
-    dispatch.__course_original__ = original
+    dispatch.__course_shim__ = True  # pyright: ignore[reportAttributeAccessIssue] - a marker on the wrapper, read back with getattr
+    dispatch.__course_original__ = original  # pyright: ignore[reportAttributeAccessIssue] - a marker on the wrapper, read back with getattr
     return dispatch
 
 
@@ -103,7 +103,7 @@ def _repacking_sync(sync_weights):
             repack(_llm_model_runner(self.llm).model)
         return result
 
-    sync_then_repack.__course_shim__ = True
+    sync_then_repack.__course_shim__ = True  # pyright: ignore[reportAttributeAccessIssue] - a marker on the wrapper, read back with getattr
     return sync_then_repack
 
 
@@ -189,7 +189,7 @@ def apply() -> bool:
     # linear.py imports the function inside a method today; patch a module-level copy too in case a
     # vLLM release imports it at the top.
     if hasattr(linear_mod, "dispatch_cpu_unquantized_gemm"):
-        linear_mod.dispatch_cpu_unquantized_gemm = utils_mod.dispatch_cpu_unquantized_gemm
+        linear_mod.dispatch_cpu_unquantized_gemm = utils_mod.dispatch_cpu_unquantized_gemm  # pyright: ignore[reportAttributeAccessIssue] - guarded by hasattr: only some vLLM releases have it
 
     import trl.generation.vllm_generation as trl_vllm
 
