@@ -6,6 +6,8 @@ signatures; under the CPU stack (no Unsloth) these skip.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from labs.core.profiles import get_profile
@@ -51,6 +53,10 @@ def test_l72_loads_its_model_through_unsloth_on_a_faked_5090(card, monkeypatch):
 
     monkeypatch.delenv("UNSLOTH_VLLM_STANDBY", raising=False)
     monkeypatch.delenv("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE", raising=False)
+    # Other tests of this worker imported trl, transformers or peft: the guard would rightly refuse this process.
+    # Set aside for this test (nothing below imports them), so it sees the lab's fresh process.
+    for key in [k for k in sys.modules if k.split(".")[0] in ("trl", "transformers", "peft")]:
+        monkeypatch.delitem(sys.modules, key)
     enable_standby_and_import_unsloth()
     assert card.finder.imported_with == {"UNSLOTH_VLLM_STANDBY": "1"}
     profile = get_profile("rtx5090").replace(backend="unsloth")
