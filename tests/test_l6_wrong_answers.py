@@ -522,3 +522,35 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
              "variance_table(", "tabla[t]")  # the trainer step, the bandit runs, the variance table: no student code
     said, _ = run_untouched(STUDENT, tmp_path, guard="ejercicios_hechos(", leave_out=heavy)
     assert len(said) >= 7 and all("termina el ejercicio «" in s for s in said), said
+
+
+class _Stubs(dict):
+    """A cell's names: the ones given, and a stub (None) for every other (the student's functions, unwritten)."""
+
+    def __missing__(self, name):
+        return None
+
+
+def test_reading_trls_defaults_leaves_the_section_6_trainers_accelerate_state_alone():
+    """Section 12 reads GRPOConfig's defaults after section 6 built a real trainer, and the section-8 comparison
+    (``capstone.compare_with_trl``) still uses that trainer: a student who writes the section-8 answers after Run All
+    runs it then. Creating a ``GRPOConfig`` resets accelerate's shared state (transformers' ``_setup_devices``), and
+    the comparison then ended in accelerate's English "Please make sure to properly initialize your accelerator"
+    (issue 52). Every cell after section 6 runs here after an ``Accelerator`` exists; the state must survive."""
+    import json
+
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from trl import GRPOConfig
+
+    cells = json.loads(STUDENT.read_text())["cells"]
+    start = next(i for i, c in enumerate(cells) if "run_trainer_check(" in "".join(c["source"]))
+    after = ["".join(c["source"]) for c in cells[start + 1:] if c["cell_type"] == "code"]
+    reads_the_config = [s for s in after if re.search(r"\b(GRPOConfig|TrainingArguments)\b", s)]
+    assert reads_the_config, "no cell after section 6 reads GRPOConfig: the test would check nothing"
+    creates_one = [s[:80] for s in after if re.search(r"\b(GRPOConfig|TrainingArguments)\(", s)]
+    assert not creates_one, f"these cells create a config, which resets accelerate's state: {creates_one}"
+    Accelerator(cpu=True)
+    for source in reads_the_config:  # the guarded cells (exercises unwritten) skip their body, as on a stub
+        exec(source, {}, _Stubs(GRPOConfig=GRPOConfig, print=lambda *a, **k: None, ejercicios_hechos=lambda *f: False))
+        assert AcceleratorState._shared_state, f"this cell resets accelerate's state: {source[:80]!r}"
