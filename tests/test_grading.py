@@ -482,7 +482,10 @@ def test_find_or_make_run(tmp_path, monkeypatch):
     import labs
 
     monkeypatch.setattr(labs, "l71", fake, raising=False)
-    assert selfcheck.find_or_make_run(profile="ci") == made and calls == ["ci"]
+    with pytest.raises(RuntimeError, match="ENTRENAR_AQUI = True") as err:  # issue 52: C2b's Run All trained L7.1
+        selfcheck.find_or_make_run(profile="ci")
+    assert "python -m labs l71" in str(err.value) and "minutos" in str(err.value) and calls == []
+    assert selfcheck.find_or_make_run(profile="ci", entrenar_aqui=True) == made and calls == ["ci"]
 
     old = make_run(tmp_path, "old", metrics=history(20))
     new = make_run(tmp_path, "new", metrics=history(20))

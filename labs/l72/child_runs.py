@@ -54,8 +54,7 @@ def run_lab_in_subprocess(lab: str, profile_name: str, show=print, command: list
                                   pid=proc.pid).start()
         try:
             for line in proc.stdout:
-                log.write(line)
-                log.flush()
+                childlog.write(log, line)
                 line = line.rstrip("\n")
                 tail.append(line.split("\r")[-1])
                 if line.startswith("{") and '"run_dir"' in line:
