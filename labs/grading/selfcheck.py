@@ -167,10 +167,20 @@ def show_report(report: str | Path) -> None:
     """Display a report in a notebook: the Markdown, then its figures (inline images need real files)."""
     from IPython.display import Image, Markdown, display
 
+    from labs.core.folded import Folded
+
     report = Path(report)
     text = report.read_text(encoding="utf-8")
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    display(Markdown(re.sub(r"!\[[^\]]*\]\([^)]+\)", "", text)))
+    text = re.sub(r"!\[[^\]]*\]\([^)]+\)", "", text)
+    # The summary (suggested level, one row per criterion) shows; each criterion's evidence is folded under it
+    # (issue 52: the whole report was a 101-line scroll). The file holds all of it.
+    head, section, rest = text.partition("\n## ")
+    display(Markdown(head))
+    if section:
+        detail = "## " + rest
+        display(Folded(f"Cada criterio con su umbral y su evidencia ({len(detail.splitlines())} líneas, también en "
+                       f"{report}): pulsa para desplegarlo", detail))
     for rel in images:
         path = report.parent / rel
         if path.is_file():
