@@ -25,7 +25,6 @@ TOKEN = "curso-grpo-navegador"
 # JupyterLab's settings for the test: every cell rendered (windowing off), the page's app exposed for waiting
 SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
 }
 
 
@@ -141,9 +140,13 @@ class NotebookPage:
         editor.click()
         self.page.keyboard.press("Control+a")
         self.page.keyboard.insert_text(text)
-        written = self.page.evaluate(f"i => {_PANEL}.content.widgets[i].model.sharedModel.getSource()", index)
-        if written != text:
-            raise AssertionError(f"{self.name}, cell {index}: the editor holds another text than was typed")
+        source = f"i => {_PANEL}.content.widgets[i].model.sharedModel.getSource()"
+        deadline = time.time() + 10
+        while self.page.evaluate(source, index) != text:  # the editor hands its text to the model asynchronously
+            if time.time() > deadline:
+                raise AssertionError(f"{self.name}, cell {index}: the editor holds another text than was typed:\n"
+                                     f"{self.page.evaluate(source, index)[:300]}")
+            time.sleep(0.2)
 
     def run_cell(self, index: int, timeout_s: float):
         """Click the cell and press Ctrl+Enter (run it, stay on it); wait until it ran."""
