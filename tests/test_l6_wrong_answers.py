@@ -554,3 +554,12 @@ def test_reading_trls_defaults_leaves_the_section_6_trainers_accelerate_state_al
     for source in reads_the_config:  # the guarded cells (exercises unwritten) skip their body, as on a stub
         exec(source, {}, _Stubs(GRPOConfig=GRPOConfig, print=lambda *a, **k: None, ejercicios_hechos=lambda *f: False))
         assert AcceleratorState._shared_state, f"this cell resets accelerate's state: {source[:80]!r}"
+
+
+def test_one_micro_batch_is_said_in_the_singular():
+    """Issue 52: the accumulation check said "Con 1 micro-lotes" on its first case."""
+    failure = run_check("paso-micro-lote", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    return (logp * 0).sum().detach()""")
+    assert failure is not None and "Con 1 micro-lote," in failure and "micro-lotes," not in failure, failure
