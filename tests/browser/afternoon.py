@@ -115,7 +115,7 @@ def afternoon(tmp_path_factory):
     runs.mkdir()
     artifacts = Path(os.environ.get("BROWSER_ARTIFACTS") or work / "browser")
     artifacts.mkdir(parents=True, exist_ok=True)
-    lab = Lab(root, runs)
+    lab = Lab(root, runs, locale="es_ES")  # JupyterLab in Spanish (its language pack, requirements.txt)
     summary: dict = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])

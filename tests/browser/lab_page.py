@@ -25,6 +25,8 @@ TOKEN = "curso-grpo-navegador"
 # JupyterLab's settings for the test: every cell rendered (windowing off), the page's app exposed for waiting
 SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    # no "official Jupyter news?" toast over the cells
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
 }
 
 
