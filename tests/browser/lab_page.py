@@ -159,11 +159,13 @@ class NotebookPage:
         time.sleep(0.5)
         self.wait_idle(timeout_s)
 
-    def save(self) -> dict:
+    def save(self):
         """Save from the page (the File menu's command) and read the notebook JupyterLab wrote."""
         self.page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
         self.page.wait_for_function(f"() => !{_PANEL}.context.model.dirty", timeout=60_000)
-        return json.loads((self.lab.root / self.name).read_text(encoding="utf-8"))
+        import nbformat  # reads() joins the saved file's line lists back into strings
+
+        return nbformat.reads((self.lab.root / self.name).read_text(encoding="utf-8"), as_version=4)
 
     def screenshot(self, index: int | None, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
