@@ -563,3 +563,52 @@ def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_ty
                     max_completion_length, pasos_acumulacion, tokens_lote):
     return (logp * 0).sum().detach()""")
     assert failure is not None and "Con 1 micro-lote," in failure and "micro-lotes," not in failure, failure
+
+
+def _free_and_bound(source: str) -> tuple[set[str], set[str]]:
+    """A cell's names read but bound nowhere in it (what it takes from earlier cells), and the names it binds at the
+    notebook's level (not inside its functions; imports left out: re-importing a module binds the same object)."""
+    import ast
+
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    loads, local, imported = set(), set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (local if isinstance(node.ctx, (ast.Store, ast.Del)) else loads).add(node.id)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            local.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    bound: set[str] = set()
+    todo = list(tree.body)
+    while todo:  # the cell's own statements, into if/for/with/try blocks but not into function or class bodies
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                bound.add(child.id)
+            elif not isinstance(child, (ast.Lambda, ast.expr_context)):
+                todo.append(child)
+    return loads - local - imported, bound - imported
+
+
+def test_no_later_cell_rebinds_what_a_waiting_cell_reads():
+    """A cell that waits for the exercises runs again after Run All, once the student writes them; by then every later
+    cell has run too. Issue 52 (the browser test): §12's example bound `mascara`, and §8's erratum cell, re-run after the
+    answers, mixed it with §8's `por_token` (a shape error, an English traceback). No later cell may rebind a name a
+    waiting cell reads from the cells before it."""
+    import json
+
+    cells = ["".join(c["source"]) for c in json.loads(STUDENT.read_text())["cells"] if c["cell_type"] == "code"]
+    clashes = []
+    for i, source in enumerate(cells[1:], start=1):  # not the first cell: the notebook's imports and setup
+        if "ejercicios_hechos(" not in source:
+            continue
+        free, _ = _free_and_bound(source)
+        clashes += [(source[:50], later[:50], sorted(free & _free_and_bound(later)[1]))
+                    for later in cells[i + 1:] if free & _free_and_bound(later)[1]]
+    assert not clashes, clashes
