@@ -82,7 +82,7 @@ LINT = $(PY) -m ruff check .
 # make check sets that environment up first when it is missing (docs/testing.md), make test-gpu-stack has it.
 TYPECHECK = $(GPU_VENV)/bin/basedpyright
 
-.PHONY: all lab test check setup clean-venv list-notebooks notebooks test-gpu-stack
+.PHONY: all lab test check setup clean-venv list-notebooks notebooks test-gpu-stack test-browser
 
 all: lab
 
@@ -165,3 +165,16 @@ clean-venv:
 
 list-notebooks:
 	@echo $(NOTEBOOKS)
+
+# CI's third leg (after test-gpu-stack): the student's afternoon in JupyterLab, driven by a real browser on the ci
+# profile (tests/browser/afternoon.py: Run All on each untouched notebook, the solutions typed into the answer cells,
+# each check, the cells that waited re-run). Playwright from requirements-browser.txt drives Debian's Chromium,
+# installed here if missing. Screenshots and summary.json (Run All seconds, longest output, checks per notebook)
+# go to BROWSER_ARTIFACTS, which is not committed. About 20-30 minutes on 2 cores.
+BROWSER_ARTIFACTS ?= $(CURDIR)/.browser-artifacts
+test-browser: $(STAMP)
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq chromium)
+	$(VENV)/bin/uv pip install --python $(PY) -r requirements-browser.txt || $(PIP) install $(PIP_FLAGS) -r requirements-browser.txt
+	$(TEST_ENV) BROWSER_ARTIFACTS=$(BROWSER_ARTIFACTS) $(PY) -m pytest -p no:cacheprovider -v --durations=0 \
+		tests/browser/afternoon.py $(PYTEST_ARGS)

@@ -63,3 +63,49 @@ def test_another_exception_keeps_its_type_and_a_missing_grader_stays_none():
     assert case_message(otter_message) == "KeyError: 'kl'"
     assert case_message(otter_message.replace("KeyError: 'kl'", "AssertionError: Con G=4, mal.")) == "Con G=4, mal."
     assert checks_in_spanish(None) is None
+
+
+def _run_in(notebook: str, question: str, env: dict, tmp_path) -> SpanishResult:
+    code = json.loads((assign.STUDENT_DIR / notebook).read_text())["metadata"]["otter"]["tests"][question]
+    path = tmp_path / f"{question}.py"
+    path.write_text(code)
+    result = ExceptionTestFile.from_file(str(path))
+    result.run(env)
+    return SpanishResult(result)
+
+
+def test_an_untouched_reward_stub_is_told_once_in_spanish(tmp_path):
+    """Issue 52: E4's check on the untouched stub said one error three times (with its context, as a raw ValueError,
+    wrapped by the hack table's check), ending in TRL's English "'NoneType' object is not iterable"."""
+    def mi_recompensa(completions, **kwargs):  # otter's stub: a body of `...`
+        ...
+
+    shown = _run_in("E4_tu_recompensa.ipynb", "mi-recompensa", {"mi_recompensa": mi_recompensa}, tmp_path)
+    said, _ = shown.lines()
+    assert len(said) == 1 and "devolvió None: aún no está escrita" in said[0], said
+    for english in ("not iterable", "NoneType", "ValueError", "TRL falla"):
+        assert english not in repr(shown), english
+
+
+def test_a_stub_comparison_is_told_none_once_without_the_raw_attribute_error(tmp_path):
+    """Issue 52: E1-E3's comparison checks showed "AttributeError: NoneType' object has no attribute 'loc" (quotes cut
+    by otter) after "devuelve None"; and the stub was told "te falta el return", which it never had."""
+    import pandas  # noqa: F401  (the checks import it themselves; the answer's module has it)
+
+    def comparar_e1(metricas):
+        ...
+
+    shown = _run_in("E1_tamano_de_grupo.ipynb", "comparar-e1", {"comparar_e1": comparar_e1}, tmp_path)
+    said, _ = shown.lines()
+    assert said == ["comparar_e1 devuelve None: la función aún no está escrita (su celda de respuesta), o le falta "
+                    "devolver el resultado."], said
+    assert "AttributeError" not in repr(shown)
+
+
+def test_only_a_raw_exception_is_said_in_spanish_with_its_type():
+    from labs.core.check_view import said_once
+
+    assert said_once(["KeyError: 'kl'"]) == ["al comprobarla, tu respuesta lanzó KeyError: 'kl'"]
+    assert said_once(["Con G=4: falta la columna x.", "KeyError: 'x'"]) == ["Con G=4: falta la columna x."]
+    assert said_once(["Con 4: la suma no cuadra por poco.", "Con 7: la suma no cuadra por poco."]) == [
+        "Con 4: la suma no cuadra por poco."]

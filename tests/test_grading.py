@@ -482,7 +482,10 @@ def test_find_or_make_run(tmp_path, monkeypatch):
     import labs
 
     monkeypatch.setattr(labs, "l71", fake, raising=False)
-    assert selfcheck.find_or_make_run(profile="ci") == made and calls == ["ci"]
+    with pytest.raises(RuntimeError, match="ENTRENAR_AQUI = True") as err:  # issue 52: C2b's Run All trained L7.1
+        selfcheck.find_or_make_run(profile="ci")
+    assert "python -m labs l71" in str(err.value) and "minutos" in str(err.value) and calls == []
+    assert selfcheck.find_or_make_run(profile="ci", entrenar_aqui=True) == made and calls == ["ci"]
 
     old = make_run(tmp_path, "old", metrics=history(20))
     new = make_run(tmp_path, "new", metrics=history(20))
@@ -566,3 +569,25 @@ def test_the_self_check_grades_the_main_run_by_the_graders_rule_and_says_why(tmp
     make_run(only, "solo", metrics=history(12), max_steps=12)
     path, why = selfcheck.choose_run(only)
     assert path == only / "solo" and "entre 1 ejecución terminada de" in why
+
+
+def test_the_notebook_shows_the_reports_summary_and_folds_each_criterions_evidence(tmp_path, monkeypatch):
+    """Issue 52: C2b displayed the whole report, 101 lines to scroll. The summary (level, one row per criterion) shows;
+    the criteria's sections are folded under one line, and the file keeps everything."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    run = make_run(tmp_path, "l71-ci", metrics=history(20), profile="ci")
+    _, report = selfcheck.self_check(run)
+    InteractiveShell.instance()  # display() publishes rich outputs only under a shell, as in the notebook's kernel
+    try:
+        with capture_output() as shown:
+            selfcheck.show_report(report)
+    finally:
+        InteractiveShell.clear_instance()
+    markdown = [o.data["text/markdown"] for o in shown.outputs if "text/markdown" in o.data]
+    folded = [o.data for o in shown.outputs if "<details>" in o.data.get("text/html", "")]
+    assert len(markdown) == 1 and "Nivel sugerido" in markdown[0] and "| 1 |" in markdown[0]
+    assert "## Criterio 1" not in markdown[0] and len(markdown[0].splitlines()) < 30
+    assert len(folded) == 1 and "Criterio 1" in folded[0]["text/html"] and len(folded[0]["text/plain"].splitlines()) == 1

@@ -522,3 +522,93 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
              "variance_table(", "tabla[t]")  # the trainer step, the bandit runs, the variance table: no student code
     said, _ = run_untouched(STUDENT, tmp_path, guard="ejercicios_hechos(", leave_out=heavy)
     assert len(said) >= 7 and all("termina el ejercicio «" in s for s in said), said
+
+
+class _Stubs(dict):
+    """A cell's names: the ones given, and a stub (None) for every other (the student's functions, unwritten)."""
+
+    def __missing__(self, name):
+        return None
+
+
+def test_reading_trls_defaults_leaves_the_section_6_trainers_accelerate_state_alone():
+    """Section 12 reads GRPOConfig's defaults after section 6 built a real trainer, and the section-8 comparison
+    (``capstone.compare_with_trl``) still uses that trainer: a student who writes the section-8 answers after Run All
+    runs it then. Creating a ``GRPOConfig`` resets accelerate's shared state (transformers' ``_setup_devices``), and
+    the comparison then ended in accelerate's English "Please make sure to properly initialize your accelerator"
+    (issue 52). Every cell after section 6 runs here after an ``Accelerator`` exists; the state must survive."""
+    import json
+
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from trl import GRPOConfig
+
+    cells = json.loads(STUDENT.read_text())["cells"]
+    start = next(i for i, c in enumerate(cells) if "run_trainer_check(" in "".join(c["source"]))
+    after = ["".join(c["source"]) for c in cells[start + 1:] if c["cell_type"] == "code"]
+    reads_the_config = [s for s in after if re.search(r"\b(GRPOConfig|TrainingArguments)\b", s)]
+    assert reads_the_config, "no cell after section 6 reads GRPOConfig: the test would check nothing"
+    creates_one = [s[:80] for s in after if re.search(r"\b(GRPOConfig|TrainingArguments)\(", s)]
+    assert not creates_one, f"these cells create a config, which resets accelerate's state: {creates_one}"
+    Accelerator(cpu=True)
+    for source in reads_the_config:  # the guarded cells (exercises unwritten) skip their body, as on a stub
+        exec(source, {}, _Stubs(GRPOConfig=GRPOConfig, print=lambda *a, **k: None, ejercicios_hechos=lambda *f: False))
+        assert AcceleratorState._shared_state, f"this cell resets accelerate's state: {source[:80]!r}"
+
+
+def test_one_micro_batch_is_said_in_the_singular():
+    """Issue 52: the accumulation check said "Con 1 micro-lotes" on its first case."""
+    failure = run_check("paso-micro-lote", """
+def paso_micro_lote(logp, logp_viejo, logp_ref, ventajas, mascara, beta, loss_type, eps,
+                    max_completion_length, pasos_acumulacion, tokens_lote):
+    return (logp * 0).sum().detach()""")
+    assert failure is not None and "Con 1 micro-lote," in failure and "micro-lotes," not in failure, failure
+
+
+def _free_and_bound(source: str) -> tuple[set[str], set[str]]:
+    """A cell's names read but bound nowhere in it (what it takes from earlier cells), and the names it binds at the
+    notebook's level (not inside its functions; imports left out: re-importing a module binds the same object)."""
+    import ast
+
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    loads, local, imported = set(), set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (local if isinstance(node.ctx, (ast.Store, ast.Del)) else loads).add(node.id)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            local.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    bound: set[str] = set()
+    todo = list(tree.body)
+    while todo:  # the cell's own statements, into if/for/with/try blocks but not into function or class bodies
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                bound.add(child.id)
+            elif not isinstance(child, (ast.Lambda, ast.expr_context)):
+                todo.append(child)
+    return loads - local - imported, bound - imported
+
+
+def test_no_later_cell_rebinds_what_a_waiting_cell_reads():
+    """A cell that waits for the exercises runs again after Run All, once the student writes them; by then every later
+    cell has run too. Issue 52 (the browser test): §12's example bound `mascara`, and §8's erratum cell, re-run after the
+    answers, mixed it with §8's `por_token` (a shape error, an English traceback). No later cell may rebind a name a
+    waiting cell reads from the cells before it."""
+    import json
+
+    cells = ["".join(c["source"]) for c in json.loads(STUDENT.read_text())["cells"] if c["cell_type"] == "code"]
+    clashes = []
+    for i, source in enumerate(cells[1:], start=1):  # not the first cell: the notebook's imports and setup
+        if "ejercicios_hechos(" not in source:
+            continue
+        free, _ = _free_and_bound(source)
+        clashes += [(source[:50], later[:50], sorted(free & _free_and_bound(later)[1]))
+                    for later in cells[i + 1:] if free & _free_and_bound(later)[1]]
+    assert not clashes, clashes

@@ -381,3 +381,7 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     assert len(waiting) >= 8 and all(ESPERA_ES in p for p in printed), printed
     trap_cell = next(c for c in nb.cells if "trap.compare(" in cell_text(c))
     assert "ENTRENAR_TRAMPA = True" in "".join(o.get("text", "") for o in trap_cell.outputs)
+    # issue 52: section 11 printed a run folder and a C2b report that did not exist; it says what to do instead
+    report_cell = next(c for c in nb.cells if '"grading" / "informe.md"' in cell_text(c))
+    report_said = "".join(o.get("text", "") for o in report_cell.outputs)
+    assert "Aún no hay informe C2b" in report_said and "python -m labs l71" in report_said, report_said

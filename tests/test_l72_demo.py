@@ -69,6 +69,27 @@ def test_a_finished_gpu_run_is_read(tmp_path, monkeypatch):
     assert demo.full_run(get_profile("rtx5090"), show=lambda _: None) == folder
 
 
+@pytest.mark.parametrize("profile", ["ci", "cpu"])
+def test_a_missing_cpu_run_trains_only_when_the_student_asks(profile, tmp_path, monkeypatch):
+    """Issue 52: Run All on the untouched notebook trained the whole L7.2 lab (8 minutes on ci) in a child process.
+    Without ``entrenar`` a missing CPU run names the switch and the terminal command and starts nothing."""
+    from labs.l72 import child_runs
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    started = []
+    monkeypatch.setattr(child_runs, "run_lab_in_subprocess", lambda *a, **k: started.append(("l72", a)))
+    monkeypatch.setattr(child_runs, "ensure_l71_run", lambda *a, **k: started.append(("l71", a)))
+    said = []
+    assert demo.full_run(get_profile(profile), show=said.append) is None
+    assert demo.CPU_FLAG in said[-1] and f"python -m labs l72" in said[-1], said
+    assert demo.l71_reference(get_profile(profile), show=said.append) is None
+    assert demo.CPU_FLAG in said[-1] and "python -m labs l71" in said[-1], said
+    assert started == [] and list(tmp_path.iterdir()) == []
+    demo.full_run(get_profile(profile), show=said.append, entrenar=True)
+    demo.l71_reference(get_profile(profile), show=said.append, entrenar=True)
+    assert [lab for lab, _ in started] == ["l72", "l71"]  # asked: each starts its child
+
+
 def test_on_a_gpu_the_students_imports_run_only_in_the_right_order(monkeypatch):
     gpu_demo = object.__new__(demo.Demo)
     gpu_demo.profile, gpu_demo.show = get_profile("rtx5090"), print
@@ -94,3 +115,4 @@ def test_the_notebook_runs_the_students_functions_and_no_long_run():
     long_runs = {"unsloth_lab.run_lab", "unsloth_lab.ensure_l71_run", "unsloth_lab.run_l71_in_subprocess"}
     assert not called & long_runs  # only through demo.full_run / demo.l71_reference, which ask first
     assert "ENTRENAR_AQUI = False" in joined
+    assert f"{demo.CPU_FLAG} = False" in joined and f"entrenar={demo.CPU_FLAG}" in joined

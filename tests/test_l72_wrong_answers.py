@@ -357,11 +357,13 @@ def test_an_unwritten_exercise_is_named_and_importar_unsloth_is_never_imported_f
 
 
 @pytest.mark.notebook  # executes the untouched student notebook in a kernel (no training: the demo is skipped)
-def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(tmp_path):
+def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(tmp_path, monkeypatch):
     """Run All on the student notebook as generated (every exercise a stub): no cell raises, and every demo cell
-    names the exercise to finish instead of training. Left out: the long runs of section 6 (on a CPU profile they
-    train L7.1 and L7.2 here; they use no student function) and the comparison that reads them."""
-    heavy = ("demo.l71_reference(", "ruta_l71 is None or ruta_l72 is None")
-    said, nb = run_untouched(STUDENT, tmp_path, guard="ejercicios_hechos(", leave_out=heavy)
+    names the exercise to finish instead of training. Section 6 runs too (issue 52: it trained the whole L7.2 lab):
+    in an empty runs folder it trains nothing, names the switch that would, and the comparison waits."""
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))  # the kernel inherits it: no finished run to read
+    said, nb = run_untouched(STUDENT, tmp_path, guard="ejercicios_hechos(")
+    long_runs = "".join(o.get("text", "") for c in nb.cells if "demo.full_run(" in "".join(c.source) for o in c.outputs)
+    assert long_runs.count("ENTRENAR_EN_CPU = True") == 2 and not (tmp_path / "runs" / "_logs").exists(), long_runs
     assert len(said) == 4 and all("termina el ejercicio «" in s for s in said), said
     assert not any("mi_demo" in "".join(o.get("text", "") for o in c.get("outputs", [])) for c in nb.cells)

@@ -203,3 +203,11 @@ def test_l72_refuses_several_processes_in_spanish():
                             text=True, cwd=ROOT, env=env, timeout=120)
     assert result.returncode == 2
     assert "corre en una sola GPU" in result.stderr and "Se lanzaron 2" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["rtx5090", "rtx5090-base"])
+def test_the_generating_card_names_the_model_the_training_cards_train(name):
+    """Issue 52: on the rtx5090-base route the server plan labelled the generating card with the instruct model
+    (the architecture table's name), while the training cards and `trl vllm-serve --model` use the base model."""
+    training, serving = multi.plan_gpus(get_profile(name), 4, "server", card_gib=32.0)
+    assert serving.model == training.model and ("Base" in serving.model) == (name == "rtx5090-base")

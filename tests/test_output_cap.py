@@ -33,3 +33,24 @@ def test_the_old_cpu_plans_are_too_long_and_a_named_reference_is_not(capsys):
     assert output_lines(html) == 3  # JupyterLab shows the HTML: three rows, not pandas' wrapped plain text
     image = [{"output_type": "display_data", "data": {"image/png": "...", "text/plain": "<Figure>\n" * 20}}]
     assert long_output("display(figura)", image) is None
+
+
+def test_l6_section_6_prints_a_summary_and_folds_the_models_text():
+    """Issue 52: L6 §6 printed 19 lines, the model's English completions among them (and passed the cap only because
+    its call shared a name with the doctor's table). Now the verdict prints; the table is folded, one line closed."""
+    from labs.core.folded import Folded
+    from labs.l6.trainer_check import format_report, format_summary
+
+    rows = [{"group": g, "position": p, "completion": "The answer is forty two because the sum of", "reward": 3.0,
+             "trl_advantage": 0.5, "labs_advantage": 0.5, "diff": 1e-8} for g in range(2) for p in range(4)]
+    report = {"rows": rows, "max_diff": 1e-8, "tolerance": 1e-6, "trl_version": "1.16.0", "num_generations": 4,
+              "scale_rewards": "group", "columns": ["prompt", "completion", "advantage"], "max_diff_population": 0.2,
+              "max_diff_no_eps": 1e-5, "seconds": 50.0}
+    summary = format_summary(report)
+    assert "The answer" not in summary and len(summary.splitlines()) <= 6
+    assert "The answer" in format_report(report) and summary in format_report(report)
+    folded = Folded("La tabla fila a fila", format_report(report))
+    shown = [{"output_type": "display_data", "data": {"text/plain": repr(folded), "text/html": folded._repr_html_()}}]
+    assert output_lines(_stream(summary + "\n")) + output_lines(shown) <= MAX_OUTPUT_LINES
+    assert "<details>" in folded._repr_html_() and "The answer" in folded._repr_html_()
+    assert long_output("informe = run_trainer_check(perfil)\nprint(format_report(informe))", _stream(format_report(report)))

@@ -174,8 +174,7 @@ def course_code_test(checks: Checks, calls: list[tuple[str, str, str]]):
 # line by line (a table, the route); each is named in LONG_OUTPUTS by a piece of its cell's code, with why.
 MAX_OUTPUT_LINES = 15
 LONG_OUTPUTS = {
-    "format_report(": "the doctor's table: one row per check, as `python -m labs doctor` prints it",
-    "render_es(route(": "the whole route, the student's map from the first notebook to the last",
+    "format_report(checks": "the doctor's table: one row per check, as `python -m labs doctor` prints it",
     "format_fixes(gpu_checks)": "the appendix's list of what to fix before a GPU profile runs on this machine",
     "grader.check(": "otter's report on an unanswered question: one message and one result per check",
     "plan_trl.render_es()": "L7.2's worked example: both routes' memory plans on the lesson's RTX 5090, line by line",

@@ -11,6 +11,8 @@ assertion's message once, then each hint once), escaped. Everything else is otte
 from __future__ import annotations
 
 import html
+import inspect
+import re
 import sys
 
 PASSED = "correcto"
@@ -24,6 +26,33 @@ def case_message(message: str) -> str:
     start = next((i for i, line in enumerate(lines) if line.startswith("Error at line ")), None)
     said = "\n".join(lines[start + 2:] if start is not None else lines).strip()
     return said.removeprefix("AssertionError:").strip() or "la comprobación falló sin mensaje."
+
+
+def raw_exception(message: str) -> bool:
+    """The case ended in an exception of the answer's own (``"AttributeError: ..."``), not in a check's sentence."""
+    return re.match(r"[A-Z]\w*(Error|Exception|Interrupt)\b: ", message) is not None
+
+
+def _cause(message: str) -> str:
+    """The part of a check's sentence after its context (``"Con un lote de 12 respuestas: <cause>"``)."""
+    return message.split(": ", 1)[-1]
+
+
+def said_once(messages: list[str]) -> list[str]:
+    """Each thing once (issue 52): an unwritten stub made E4's check repeat one error three times, once with its
+    context, once as a raw ``ValueError``, once wrapped by another check; and E1-E3's an ``AttributeError`` (quotes
+    cut by otter) after "devuelve None". A message is dropped when it repeats the cause of one already said; a raw
+    exception of the answer's own is dropped when a check already said what is wrong, and otherwise said in
+    Spanish."""
+    kept: list[str] = []
+    for message in messages:
+        if any(len(_cause(k)) >= 20 and _cause(k) in message for k in kept) or message in kept:
+            continue
+        kept.append(message)
+    sentences = [m for m in kept if not raw_exception(m)]
+    if sentences:
+        return sentences
+    return [f"al comprobarla, tu respuesta lanzó {m}" for m in kept]
 
 
 class SpanishResult:
@@ -41,13 +70,11 @@ class SpanishResult:
         for case in self._result.test_case_results:
             if case.passed:
                 continue
-            message = case_message(case.message)
-            if message not in said:
-                said.append(message)
+            said.append(case_message(case.message))
             hint = case.test_case.failure_message
             if hint and hint not in hints:
                 hints.append(hint)
-        return said, hints
+        return said_once(said), hints
 
     def __repr__(self) -> str:
         name = self._result.name

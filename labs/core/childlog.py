@@ -42,6 +42,18 @@ def open_log(path: Path, cmd: Sequence[str]) -> TextIO:
     return log
 
 
+def write(log: TextIO, line: str) -> None:
+    """One line of the child's output into its log, flushed (the log is something to ``tail -f``), except
+    transformers' ``[INFO] Running in WANDB offline mode``: English noise on the first line a student follows
+    (issue 52), which ``labs.core.quiet`` drops in the kernel but a child prints at its import."""
+    from labs.core.quiet import WANDB_OFFLINE_LINE
+
+    if line.strip() == WANDB_OFFLINE_LINE:
+        return
+    log.write(line)
+    log.flush()
+
+
 def failure_es(what: str, returncode: int | None, path: Path, tail: Sequence[str], n: int = TAIL_LINES) -> str:
     """What a cell says when a child failed: the exit code, the last ``n`` lines of its output, the log's path."""
     lines = [line for line in tail if line.strip()][-n:]

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from labs.core import childlog
 from labs.core.runfolder import STATE_FAILED, RunFolder
 from labs.exercises.variant import SweepError
 
@@ -146,8 +147,7 @@ def run_child(
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
-                log.write(line)
-                log.flush()  # the log is something to `tail -f` while the child runs
+                childlog.write(log, line)  # flushed: the log is something to `tail -f` while the child runs
                 line = line.rstrip("\n")
                 last = line.split("\r")[-1].strip()
                 if last:

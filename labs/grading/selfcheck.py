@@ -97,9 +97,9 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
     """The run folder to grade: ``run_dir`` if given, else the main run by the grader's rule, else an L7.1 run.
 
     ``choose_run`` picks among the finished runs and ``echo`` prints which one and why. With no finished run,
-    the L7.1 recipe trains here (``labs.l71.run_lab``) only on a CPU profile (minutes) or with
-    ``entrenar_aqui``; on a GPU profile (hours) it raises ``RuntimeError`` with the exact terminal command,
-    as the L7.1 notebook does (``labs.l71.notebook.open_run``).
+    the L7.1 recipe trains here (``labs.l71.run_lab``) only with ``entrenar_aqui``; without it it raises
+    ``RuntimeError`` with the exact terminal command (a CPU profile's says it takes minutes), as the L7.1 notebook
+    does (``labs.l71.notebook.open_run``). A Run All of C2b trains nothing (issue 52).
     """
     if run_dir is not None:
         path = Path(run_dir)
@@ -124,7 +124,13 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
 
     chosen = get_profile(profile)
     command = student_command("l71", chosen)  # the L7.1 notebook's terminal command (same run folder)
-    if not (entrenar_aqui or chosen.use_cpu):
+    if not entrenar_aqui and chosen.use_cpu:  # minutes, but only when asked (issue 52: Run All trained)
+        raise RuntimeError(
+            f"No hay ninguna ejecución terminada que evaluar. En CPU la receta del L7.1 tarda minutos: lánzala en una "
+            f"terminal, desde la carpeta del curso ({command}), o pon ENTRENAR_AQUI = True en esta celda y vuelve a "
+            "ejecutarla. Sin tus ejercicios del L7.1 guardados, entrena las recompensas y los ajustes del curso."
+        )
+    if not entrenar_aqui:
         raise RuntimeError(
             f"No hay ninguna ejecución terminada que evaluar. Entrena la receta del L7.1 en una terminal, desde la carpeta "
             f"del curso: {command}\nCuando termine, vuelve a ejecutar esta celda: solo lee la carpeta. (Para entrenar "
@@ -161,10 +167,20 @@ def show_report(report: str | Path) -> None:
     """Display a report in a notebook: the Markdown, then its figures (inline images need real files)."""
     from IPython.display import Image, Markdown, display
 
+    from labs.core.folded import Folded
+
     report = Path(report)
     text = report.read_text(encoding="utf-8")
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    display(Markdown(re.sub(r"!\[[^\]]*\]\([^)]+\)", "", text)))
+    text = re.sub(r"!\[[^\]]*\]\([^)]+\)", "", text)
+    # The summary (suggested level, one row per criterion) shows; each criterion's evidence is folded under it
+    # (issue 52: the whole report was a 101-line scroll). The file holds all of it.
+    head, section, rest = text.partition("\n## ")
+    display(Markdown(head))
+    if section:
+        detail = "## " + rest
+        display(Folded(f"Cada criterio con su umbral y su evidencia ({len(detail.splitlines())} líneas, también en "
+                       f"{report}): pulsa para desplegarlo", detail))
     for rel in images:
         path = report.parent / rel
         if path.is_file():

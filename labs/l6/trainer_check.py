@@ -281,9 +281,14 @@ def format_report(report: dict, width: int = 28) -> str:
             f"{row['group']:>5} {row['position']:>3}  {text:{width}s} {row['reward']:>7.2f} "
             f"{row['trl_advantage']:>+9.5f} {row['labs_advantage']:>+9.5f} {row['diff']:>9.1e}"
         )
+    return "\n".join(lines + [""] + format_summary(report).splitlines())
+
+
+def format_summary(report: dict) -> str:
+    """The verdict and the controls without the table of completions (the model's English text): what the notebook
+    prints, with ``format_report``'s table folded under it (issue 52: 19 lines)."""
     ok = report["max_diff"] < report["tolerance"]
-    lines += [
-        "",
+    lines = [
         f"TRL {report['trl_version']}, G={report['num_generations']}, scale_rewards={report['scale_rewards']!r}, "
         f"columnas del parquet: {report['columns']}",
         f"máxima |dif| con la regla del entrenador (std muestral + 1e-4): {report['max_diff']:.2e} "

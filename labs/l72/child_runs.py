@@ -55,8 +55,7 @@ def run_lab_in_subprocess(lab: str, profile_name: str, show=print, command: list
         try:
             assert proc.stdout is not None  # stdout=PIPE
             for line in proc.stdout:
-                log.write(line)
-                log.flush()
+                childlog.write(log, line)
                 line = line.rstrip("\n")
                 tail.append(line.split("\r")[-1])
                 if line.startswith("{") and '"run_dir"' in line:

@@ -9,7 +9,9 @@ No notebook trains for hours. The notebook:
 * **reads** the long runs (:func:`full_run`, :func:`l71_reference`): a finished run is read; an unfinished one
   on a GPU prints the exact terminal command. Only ``ENTRENAR_AQUI = True`` trains the whole L7.2 run in the
   notebook, through the same cells (``Demo(..., entrenar_aqui=True)``). On the CPU profiles the long runs
-  take minutes and run from here, each in a child process whose output goes to a log under ``runs/_logs/``.
+  take minutes and run from here when the student asks (``entrenar=True``, the notebook's ``ENTRENAR_EN_CPU``),
+  each in a child process whose output goes to a log under ``runs/_logs/``; a Run All of the untouched notebook
+  trains nothing (issue 52: it trained the whole L7.2 lab for 8 minutes).
 
 On a GPU, L7.2 always uses the instruct profile ``rtx5090`` (:func:`l72_profile`, see ``ROUTE_ES``).
 """
@@ -234,19 +236,27 @@ class Demo:
         return run.root
 
 
-def full_run(profile: Profile | str | None = None, show=print) -> Path | None:
-    """The whole L7.2 run: read when finished; on a GPU, the terminal command when not (None); CPU: run it here,
-    in a child process whose output goes to a log (as L7.1's: ``child_runs.run_lab_in_subprocess``)."""
+CPU_FLAG = "ENTRENAR_EN_CPU"  # the notebook's section-6 switch: train the missing CPU runs there
+
+
+def full_run(profile: Profile | str | None = None, show=print, entrenar: bool = False) -> Path | None:
+    """The whole L7.2 run: read when finished; else None with the terminal command, or on a CPU profile with
+    ``entrenar`` run here, in a child process whose output goes to a log (``child_runs.run_lab_in_subprocess``)."""
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     chosen, _ = l72_profile(profile)
     run = l71.new_run(chosen, None, False, LAB)
     if run.is_finished():
         show(f"Leo el run terminado de L7.2: {run.root}")
         return run.root
-    if chosen.use_cpu:
+    if chosen.use_cpu and entrenar:
         from labs.l72.child_runs import run_lab_in_subprocess
 
         return run_lab_in_subprocess("l72", chosen.name, show)  # minutes on a CPU profile
+    if chosen.use_cpu:
+        show(f"El run completo de L7.2 ({chosen.name}) no está terminado. En CPU son unos minutos: pon "
+             f"{CPU_FLAG} = True en esta celda y vuelve a ejecutarla (corre en otro proceso), o lánzalo en una "
+             f"terminal: {terminal_command(chosen)}.")
+        return None
     state = f"sin terminar (paso {(run.status() or {}).get('step', 0)} de {chosen.max_steps})" if run.exists() else "sin empezar"
     show(f"El run completo de L7.2 está {state}. Lánzalo en una terminal: {terminal_command(chosen)} (unas "
          f"{_hours(chosen)}; continúa desde su último checkpoint). Después vuelve a ejecutar este cuaderno. "
@@ -254,7 +264,7 @@ def full_run(profile: Profile | str | None = None, show=print) -> Path | None:
     return None
 
 
-def l71_reference(profile: Profile | str | None = None, show=print) -> Path | None:
+def l71_reference(profile: Profile | str | None = None, show=print, entrenar: bool = False) -> Path | None:
     """The L7.1 run L7.2 is compared with: on a GPU the route's own, L7.1's run with the student's profile (the
     graded main run), found, or the terminal command when missing (None); on a CPU profile L7.2's, run here.
 
@@ -268,9 +278,14 @@ def l71_reference(profile: Profile | str | None = None, show=print) -> Path | No
 
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     chosen, _ = l72_profile(profile)
-    if chosen.use_cpu:
+    if chosen.use_cpu and entrenar:
         return ensure_l71_run(chosen.name, show)  # minutes, in another process
-    found = find_lab_run("L7.1", profile)
+    found = find_lab_run("L7.1", chosen if chosen.use_cpu else profile)
+    if found is None and chosen.use_cpu:
+        show(f"No hay un run terminado de L7.1 con el perfil {chosen.name}. En CPU son unos minutos: pon "
+             f"{CPU_FLAG} = True en esta celda y vuelve a ejecutarla, o lánzalo en una terminal: "
+             f"{terminal_command_l71(chosen)}.")
+        return None
     other = (f" L7.2 corre con {chosen.name}: la comparación dice en qué ajustes difieren las dos recetas."
              if chosen.name != profile.name else "")
     if found is not None:

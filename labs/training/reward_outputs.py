@@ -76,9 +76,12 @@ def reward_output_problem(name: str, output, n: int) -> str | None:
     """
     try:
         items = list(output)  # TRL iterates the output once, in its list comprehension (L1630)
-    except TypeError as exc:
-        return (f"La función de recompensa {name} devolvió {type(output).__name__}; debe devolver una lista con un "
-                f"número por respuesta ({n} en la prueba). TRL falla con: {exc}")
+    except TypeError:  # TRL's own message ("'NoneType' object is not iterable") is English: said here instead
+        if output is None:
+            return (f"La función de recompensa {name} devolvió None: aún no está escrita, o le falta devolver la "
+                    f"lista con un número por respuesta ({n} en la prueba).")
+        return (f"La función de recompensa {name} devolvió {type(output).__name__}, que TRL no puede recorrer: debe "
+                f"devolver una lista con un número por respuesta ({n} en la prueba).")
     if len(items) != n:
         count = len(items)
         return (f"La función de recompensa {name} devolvió {count} valor{'' if count == 1 else 'es'} para {n} "

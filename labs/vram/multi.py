@@ -80,7 +80,7 @@ def plan_gpus(profile, gpus: int, layout: str = "colocate", zero: int = 0, card_
                                   "de una capa completa además de lo anterior.")
     plans = [training]
     if layout == "server":
-        plans.append(_server_card(profile, card, server_utilization, gbs))
+        plans.append(_server_card(profile, card, server_utilization, gbs, training.model))
     if suggest and not all(p.fits for p in plans):
         training.knobs = _knobs(profile, gpus, layout, zero, card, lora)
     return plans
@@ -111,7 +111,9 @@ def _over(n: int) -> str:
     return f" / {n} tarjetas" if n > 1 else ""
 
 
-def _server_card(profile, card: float, util: float, completions: int) -> VramPlan:
+def _server_card(profile, card: float, util: float, completions: int, model: str) -> VramPlan:
+    """The card that generates. ``model``: the one the training cards train and vLLM serves (the training plan's
+    name: ``model_spec``'s is the architecture's, the instruct model's on the base route, issue 52)."""
     spec = model_spec(profile.model)
     w = weights_bytes(spec, four_bit=False) / GIB
     kv = util * card - w - planner.VLLM_OVERHEAD_GIB
@@ -121,7 +123,7 @@ def _server_card(profile, card: float, util: float, completions: int) -> VramPla
         Line("vLLM: caché KV (lo que queda)", max(kv, 0.0),
              f"{_num_es(util)} (trl vllm-serve --gpu_memory_utilization) × {_es(card)} GiB − pesos − activaciones"),
     ]
-    result = VramPlan(profile.name, "trl", spec.name, spec.params, card, lines,
+    result = VramPlan(profile.name, "trl", model, spec.params, card, lines,
                       route_es="servidor vLLM (trl vllm-serve) — la tarjeta que genera")
     planner._check_kv(result, spec, kv, profile.vllm_max_model_length, completions, "--gpu_memory_utilization")
     remainder = (1 - util) * card
@@ -155,6 +157,14 @@ def render_es(plans: list[VramPlan]) -> str:
     return "\n\n".join(p.render_es() for p in plans)
 
 
+def summary_es(plans: list[VramPlan]) -> str:
+    """One line per kind of card: what it holds, its total against the card, the margin and the verdict (the
+    notebook shows ``render_es``'s detail folded under it)."""
+    return "\n".join(f"{p.route_es}: {_es(p.total_gib)} de {_es(p.card_gib)} GiB, margen {_es(p.margin_gib)} GiB: "
+                     f"{'cabe' if p.fits else 'NO cabe'}" for p in plans)
+
+
+
 # The layouts the L7.3 notebook compares: (GPUs, layout, ZeRO stage, LoRA), the course's order of cost.
 COMPARED = ((1, "colocate", 0, True), (2, "colocate", 0, True), (4, "server", 0, True),
             (2, "colocate", 0, False), (8, "colocate", 3, False), (4, "server", 3, False))
@@ -173,4 +183,17 @@ def compare(profile, card_gib: float, layouts=COMPARED) -> list[dict]:
             "cabe": "sí" if all(p.fits for p in plans) else "no",
             "prompts por paso": gbs // profile.num_generations,
         })
+    return rows
+
+
+def compare_cards(profile, cards=(32.0, 80.0), layouts=COMPARED) -> list[dict]:
+    """``compare`` on each card size, one row per layout with a column pair per card (one table, not one a card)."""
+    tables = [compare(profile, card, layouts) for card in cards]
+    rows = []
+    for per_card in zip(*tables):
+        row = {k: v for k, v in per_card[0].items() if k not in ("GiB en la tarjeta más cargada", "cabe")}
+        for card, r in zip(cards, per_card):
+            row[f"GiB ({card:g} GiB)"] = r["GiB en la tarjeta más cargada"]
+            row[f"cabe en {card:g} GiB"] = r["cabe"]
+        rows.append(row)
     return rows
