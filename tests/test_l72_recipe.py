@@ -26,7 +26,9 @@ def test_l72s_start_trains_the_saved_functions_and_knobs(runs):
     assert [f.__name__ for f in begun.reward_funcs] == [f.__name__ for f in STUDENT]
     assert recipe_identity.reward_hashes(begun.reward_funcs) == saved["rewards"]
     p = begun.profile
-    assert (p.loss_type, p.temperature, p.beta, p.backend, p.use_lora) == ("dr_grpo", 0.8, 0.1, "unsloth", True)
+    assert (p.loss_type, p.temperature, p.beta, p.backend) == ("dr_grpo", 0.8, 0.1, "unsloth")
+    assert not p.use_lora  # the format pass stays the recipe's (shared with L7.1's cache); GRPO's adapter is said:
+    assert "LoRA" in recipe_rule.record(p, begun.reward_funcs)["changes"]["lora"]["l72"]
     assert p.learning_rate == 3e-5  # all the weights in the recipe: LoRA at LORA_LR_FACTOR (10) times its rate
     assert recipe_rule.plan(get_profile("ci")).profile.learning_rate == 3e-5
     save_recipe(get_profile("ci"), learning_rate=2e-5)  # 10x would leave the lesson's LoRA band: its top

@@ -82,7 +82,7 @@ def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tm
     engine = {"learning_rate"} if not profile.use_lora else set()
     assert changes(l72_recipe, saved) == engine, changes(l72_recipe, saved)
     assert l72_recipe["rewards"] == saved["rewards"]
-    assert set(lab.recipe_record["changes"]) == engine | ({"use_lora"} if not profile.use_lora else set())
+    assert set(lab.recipe_record["changes"]) == engine | ({"lora"} if not profile.use_lora else set())
     said = compare.describe_settings_es([compare.lab_record(main), compare.lab_record(l72_run)])
     same = "Fuera de esos cambios del motor" if engine else "Ajustes de entrenamiento: los mismos en L7.1 y L7.2"
     assert any(line.startswith(same) for line in said), said

@@ -25,8 +25,8 @@ from labs.core.profiles import Profile, get_profile
 
 KEY = "l72_recipe"  # where run.json keeps the record
 LORA_LR_FACTOR = 10  # LoRA wants ~10x the full fine-tune's rate (LoRA Without Regret; the lesson's LR note)
-# what the base route's switch to the instruct model changes (profile_for_l72), beside use_lora
-ENGINE_FIELDS = ("use_lora", "model", "unsloth_model", "lora_r", "lora_alpha", "load_in_4bit", "format_pass",
+# what the base route's switch to the instruct model changes (profile_for_l72)
+ENGINE_FIELDS = ("model", "unsloth_model", "lora_r", "lora_alpha", "load_in_4bit", "format_pass",
                  "format_pass_examples", "format_pass_epochs", "format_pass_learning_rate")
 RULE_ES = ("L7.2 entrena tu receta del L7.1 (tus recompensas y tus ajustes) con otro motor; solo cambia lo que el "
            "motor pide: siempre un adaptador LoRA (si tu receta entrena todos los pesos, su learning_rate por "
@@ -91,7 +91,9 @@ def lora_rate(recipe: Profile) -> float:
 def apply_rule(recipe: Profile, target: Profile) -> Profile:
     """The recipe (its knobs, data and budget as they are) on L7.2's engine: ``target``'s name and model fields (the
     instruct model on the base route), a LoRA adapter always, and LoRA's learning rate."""
-    engine = {**{f: getattr(target, f) for f in ENGINE_FIELDS}, "use_lora": True}
+    # use_lora stays the recipe's: it decides the format pass (shared with L7.1, cached), while GRPO on L7.2's engine
+    # always trains an adapter (Unsloth's route; FallbackLab passes PEFT's): ``record`` says so as the change "lora"
+    engine = {f: getattr(target, f) for f in ENGINE_FIELDS}
     return recipe.replace(**engine, name=target.name, description=target.description,
                           learning_rate=lora_rate(recipe), backend="unsloth")
 
@@ -118,9 +120,7 @@ def plan(profile: Profile, overrides: dict | None = None, saved: bool = True) ->
 def _why_es(key: str, recipe: Profile, l72: Profile) -> str:
     if key == "learning_rate" and l72.learning_rate == lora_rate(recipe) and not recipe.use_lora:
         return f"tu receta entrena todos los pesos; con LoRA, {LORA_LR_FACTOR} veces su ritmo (regla de L7.2)"
-    if key == "use_lora":
-        return "L7.2 entrena siempre un adaptador LoRA (regla de L7.2)"
-    if key in ENGINE_FIELDS or key in ("lora_r", "lora_alpha"):
+    if key in ENGINE_FIELDS:
         return f"la ruta base: L7.2 corre con el modelo instruct de {l72.name} (regla de L7.2)"
     return "no la pide la regla de L7.2: la pusiste con --set o la cambió el ensayo"
 
@@ -137,6 +137,9 @@ def record(l72: Profile, reward_funcs, recipe: Profile | None = None) -> dict:
         before, after = getattr(recipe, key), getattr(l72, key)
         if before != after:
             changes[key] = {"receta": before, "l72": after, "por_que": _why_es(key, recipe, l72)}
+    if not recipe.use_lora:
+        changes["lora"] = {"receta": "todos los pesos", "l72": f"adaptador LoRA r={l72.lora_r}, alpha={l72.lora_alpha}",
+                           "por_que": "L7.2 entrena siempre un adaptador LoRA (regla de L7.2)"}
     if not l72.use_cpu and l72.loss_type == "dr_grpo" and l72.scale_rewards == "group":
         # unsloth/models/rl.py (2026.10.9): with loss_type "dr_grpo" a scale_rewards of True or "group" becomes False,
         # and no value keeps the group's scaling; the CPU path (PEFT) trains it as asked
