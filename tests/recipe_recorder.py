@@ -44,6 +44,19 @@ def run_lab(profile=None, run_name=None, fresh=False, reward_names=None, lab="L7
     return run.root
 
 
+def write_finished(run_dir, profile, lab: str, reward_funcs, extra=None) -> Path:
+    """A finished run folder as ``profile`` and ``reward_funcs`` would leave it (run.json with its recipe), without
+    appending to the recorder's log: the rehearsal's and L7.2's runs, which ``python -m labs l71`` never trains."""
+    from labs.core import runfolder as rf
+    from labs.l71 import lab as lab_module
+
+    run = rf.RunFolder(run_dir)
+    lab_module.write_run_json(run, profile, lab, reward_funcs, "modelo", extra)
+    rf.append_jsonl(run.root / rf.METRICS_JSONL, {"step": 1, "reward": 0.0})
+    run.write_status(rf.STATE_FINISHED, profile.max_steps, profile.max_steps)
+    return run.root
+
+
 def run_child_here(cmd, log_path=None, env=None, show=None, echo=None, timeout=None):
     """The sweep's child, ``python -m labs l71 ...`` as ``lab_command`` writes it, run in this process."""
     from labs.l71 import cli

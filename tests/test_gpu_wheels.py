@@ -356,3 +356,16 @@ def test_every_l72_config_keyword_exists_in_both_trl_releases():
         except pa.WheelUnavailable as exc:
             pytest.skip(f"TRL/transformers wheels of the {stack} stack unavailable: {exc}")
         assert pa.unknown_keywords(kwargs, fields) == [], stack
+
+
+def test_unsloth_turns_dr_grpos_group_scaling_off_as_l72s_rule_records():
+    """Issue 51: a student's recipe with loss_type='dr_grpo' keeps TRL's scale_rewards='group' on L7.1, and Unsloth
+    overwrites it on L7.2 whatever is passed; ``labs.l72.recipe_rule.record`` states that change instead of hiding it."""
+    from labs.l72 import recipe_rule
+
+    _, rl_source = _unsloth_swaps()
+    branch = rl_source[rl_source.index("if loss_type.lower() == 'dr_grpo':\\n\"\n            \"    if scale_rewards == None"):]
+    branch = branch[:branch.index("elif loss_type.lower() == 'dapo'")]
+    assert "scale_rewards == True or scale_rewards == 'group'" in branch and "scale_rewards = False" in branch
+    record = recipe_rule.record(RTX.replace(loss_type="dr_grpo"), [], RTX.replace(loss_type="dr_grpo"))
+    assert record["changes"]["scale_rewards"] == {**record["changes"]["scale_rewards"], "receta": "group", "l72": "none"}

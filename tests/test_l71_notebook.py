@@ -112,3 +112,24 @@ def test_the_errata_8_cell_prints_only_the_error(folder, monkeypatch, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and lines[1].startswith("En este proceso:"), lines
     assert lines[0].startswith("ValueError:") or lines[0].startswith("Sin error"), lines
+
+
+def test_a_finished_run_of_another_recipe_says_what_differs_and_the_command_that_retrains(runs):
+    """Issue 51, item 4: the notebook read a finished run of another recipe as if it were the student's."""
+    import recipe_recorder
+    from test_recipe_identity import save_recipe
+
+    from rewards import reward_functions
+
+    profile = get_profile("ci")
+    recipe_recorder.write_finished(runs / "l71-ci", profile, "L7.1", reward_functions())  # the course's recipe
+    said = []
+    open_run(profile, echo=said.append)
+    assert not any("otra receta" in line for line in said)  # nothing saved: it trained the recipe in force
+    save_recipe(profile, learning_rate=2e-5, loss_type="dr_grpo")
+    said = []
+    lab = open_run(profile, echo=said.append)
+    assert lab.read_only
+    warning = next(line for line in said if "otra receta" in line)
+    assert "learning_rate" in warning and "loss_type" in warning and "recompensas" in warning
+    assert "python -m labs l71" in warning and "--fresh" in warning

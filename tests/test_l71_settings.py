@@ -159,3 +159,80 @@ def test_settings_saved_under_another_profile_are_named_not_silently_ignored(run
     assert settings.load(get_profile("ci"), echo=said.append) == ({}, None)  # still not used: another profile
     assert len(said) == 1 and "No hay ajustes guardados para el perfil 'ci'" in said[0] and "'cpu'" in said[0]
     assert settings.load(cpu, echo=said.append)[0] == {"learning_rate": 2e-5}
+
+
+# --- what L6 teaches the student to choose (issue 51, item 3)
+
+L6_KNOBS = ("loss_type", "temperature", "scale_rewards", "epsilon")
+
+
+def test_l6s_knobs_are_the_students_and_trls_own_names_and_defaults():
+    """The four knobs are GRPOConfig's own (TRL 1.16 here; tests/test_gpu_wheels.py reads TRL 1.15's wheel for the
+    recipe's keywords), the profiles' values are TRL's defaults, and the recipe passes them."""
+    import dataclasses
+
+    from labs.training import recipe
+
+    fields = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    profile = get_profile("ci")
+    assert set(L6_KNOBS) <= set(settings.LESSON_KNOBS)
+    for knob in L6_KNOBS:
+        assert fields[knob] == getattr(profile, knob), knob
+        assert recipe.grpo_config_kwargs(profile, "out")[knob] == getattr(profile, knob)
+    for knob, names in settings.TEXT_KNOBS.items():
+        for name in names:  # every name the lesson teaches is one TRL takes
+            assert getattr(GRPOConfig(output_dir="o", use_cpu=True, bf16=False, **{knob: name}), knob) == name
+
+
+def test_a_recipe_with_dr_grpo_and_its_own_temperature_is_saved_and_loaded(runs, tmp_path):
+    profile = get_profile("ci")
+    chosen = dict(loss_type="dr_grpo", temperature=0.8, scale_rewards="none", epsilon=0.3)
+    settings.save(config(profile, tmp_path, **chosen), profile, echo=lambda _: None)
+    overrides, source = settings.load(profile, echo=lambda _: None)
+    assert overrides == chosen and source["values"] == chosen
+
+
+@pytest.mark.parametrize("values, knob", [
+    ({"loss_type": "cispo"}, "loss_type"),
+    ({"loss_type": 1}, "loss_type"),
+    ({"scale_rewards": "std"}, "scale_rewards"),
+    ({"scale_rewards": True}, "scale_rewards"),
+    ({"temperature": 0.0}, "temperature"),
+    ({"temperature": 3.0}, "temperature"),
+    ({"epsilon": 0.0}, "epsilon"),
+    ({"epsilon": 0.9}, "epsilon"),
+])
+def test_an_l6_value_that_breaks_a_rule_gets_the_reason_never_the_value(values, knob):
+    found = settings.problems(values, get_profile("ci"))
+    assert set(found) == {knob} and found[knob]
+    assert "por ejemplo" not in found[knob] and f"{knob}=" not in found[knob]
+
+
+def test_a_saved_l6_knob_of_the_wrong_kind_is_refused_at_load(runs):
+    path = settings.settings_path("ci")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"values": {"loss_type": 3}}))
+    with pytest.raises(ValueError, match="loss_type se escribe con su nombre entre comillas"):
+        settings.load(get_profile("ci"), echo=lambda _: None)
+    assert json.loads(path.read_text()) == {"values": {"loss_type": 3}}
+
+
+@pytest.mark.parametrize("knob, value", [("loss_type", "dr_grpo"), ("temperature", 0.8), ("scale_rewards", "batch"),
+                                         ("epsilon", 0.3)])
+def test_each_l6_knob_is_part_of_the_recipes_identity(knob, value):
+    from labs.l71 import recipe_identity
+
+    profile = get_profile("ci")
+    base = recipe_identity.of_run(profile, [])
+    other = recipe_identity.of_run(profile.replace(**{knob: value}), [])
+    assert base["id"] != other["id"]
+    assert [line.split(":")[0] for line in recipe_identity.differences_es(other, base)] == [knob]
+
+
+def test_a_run_json_from_before_the_l6_knobs_keeps_its_identity_with_trls_defaults():
+    from labs.l71 import recipe_identity
+
+    profile = get_profile("ci")
+    now = recipe_identity.of_run(profile, [])
+    old = {**now, "settings": {k: v for k, v in now["settings"].items() if k not in L6_KNOBS}, "id": "antiguo"}
+    assert recipe_identity.of_record({"recipe": old, "profile": {"name": "ci"}})["id"] == now["id"]

@@ -164,7 +164,7 @@ def test_the_grader_never_takes_an_exercises_reference_as_the_main_run(tmp_path)
     main = make_run(tmp_path, "l71-rtx5090", metrics=history(20), max_steps=500, state=rf.STATE_RUNNING, step=20)
     chosen, others, why = choose_main([load_run(ref), load_run(main)])
     assert chosen.root == main and [o.root for o in others] == [ref]
-    assert "ref-rtx5090 (no es del L7.1: es una comparación)" in why
+    assert "ref-rtx5090 (es la referencia de los ejercicios: una comparación)" in why
 
 
 def test_a_sweep_never_mixes_recipes_and_retrains_only_what_the_change_touches(runs, recorder, monkeypatch):

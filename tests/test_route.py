@@ -123,17 +123,37 @@ def test_no_command_a_student_copies_names_a_5090_profile(tmp_path, monkeypatch)
     assert student_command("l71", "rtx5090") == "python -m labs l71 --profile rtx5090"  # another one is named
 
 
-def test_the_next_step_follows_the_run_area(tmp_path):
-    """`make` on a GPU (`python -m labs next`): the rehearsal first, then the student's choice, then L7.1 on it."""
+def test_the_next_step_follows_the_run_area(tmp_path, monkeypatch):
+    """`make` on a GPU (`python -m labs next`): the rehearsal first, then the student's choice, then their recipe
+    (sections 1-3 of the L7.1 notebook; nothing trains the course's in its place), the rehearsal again when the recipe
+    changed since the last one (issue 51, item 4), then L7.1 on it."""
+    from test_recipe_identity import save_recipe
+
     from labs.core import profile_choice
+    from labs.core.runfolder import RunFolder
+    from labs.l71 import recipe_identity
+    from labs.l71.lab import write_run_json
     from labs.route.next_step import ACCEPT_COMMAND, next_step
 
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
     assert next_step(tmp_path)[0] == ["rehearse"]
     (tmp_path / "rehearsal-gpu").mkdir()
     (tmp_path / "rehearsal-gpu" / "rehearsal.json").write_text("{}")
     step, why = next_step(tmp_path)
     assert step == [] and ACCEPT_COMMAND in why  # nothing trains a profile the student has not chosen
     profile_choice.save_choice("rtx5090-base", root=tmp_path)
+    step, why = next_step(tmp_path)
+    assert step == [] and "la sección 1" in why and "la sección 3" in why and "rtx5090-base" in why
+    base = get_profile("rtx5090-base")
+    # the rehearsal tried the course's recipe (before any was saved), on its budget
+    write_run_json(RunFolder(tmp_path / "rehearsal-gpu" / "l71"), base.replace(max_steps=3, max_completion_length=256),
+                   "L7.1", recipe_identity.saved_rewards(), "modelo")
+    save_recipe(base, learning_rate=8e-6, loss_type="dr_grpo")
+    step, why = next_step(tmp_path)
+    assert step == ["rehearse"] and "learning_rate" in why and "loss_type" in why and "recompensas" in why
+    assert "max_steps" not in why  # the rehearsal's budget is no change of the recipe
+    write_run_json(RunFolder(tmp_path / "rehearsal-gpu" / "l71"), recipe_identity.saved_profile(base).replace(max_steps=3),
+                   "L7.1", recipe_identity.saved_rewards(), "modelo")
     step, why = next_step(tmp_path)
     assert step == ["l71"] and "rtx5090-base" in why
 

@@ -56,6 +56,8 @@ class Profile:
     beta: float = 0.04  # set explicitly: TRL's default is 0.0 (no KL term at all)
     loss_type: str = "dapo"  # TRL's default, stated so the lesson can point at it
     temperature: float = 1.0
+    scale_rewards: str = "group"  # TRL's default: each group's rewards divided by their std (L6's advantage)
+    epsilon: float = 0.2  # TRL's default: the ratio's clip range, 1 - epsilon to 1 + epsilon (L6's clipped objective)
     max_steps: int = 500
     logging_steps: int = 1
     save_steps: int = 50  # checkpoint cadence; resume continues from the last one

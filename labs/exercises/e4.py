@@ -1,8 +1,8 @@
 """E4, your own reward: a student's function trained in the L7.1 recipe and graded for C2b level 4.
 
 The student writes a reward function in a file, checks it against ``rewards.examples`` (scored as TRL scores
-its output: ``trl_rewards``) and trains with it beside the lesson's three
-(``reward_functions([..., "mi_recompensa.py:funcion"])``). Each version of the function gets its own run folder
+its output: ``trl_rewards``) and trains with it beside the recipe's three (``trained_functions``: the student's saved
+rewrites of the lesson's functions, else the course's), scored against the same three. Each version of the function gets its own run folder
 (``run_name``: the name carries a hash of the source), so editing the function and running again trains anew
 instead of reusing a run made with the old version. Level 4 asks for a comparison run where the format-hacking
 detector fires (the E2 run, format only). The grader finds the evidence in any finished run of the submission
@@ -85,8 +85,20 @@ def recompensa_hecha(func) -> bool:
 
 
 def own_functions(funcs) -> list[dict]:
-    """What run.json will record about the student's functions (name, file, source and its SHA-256)."""
-    return [r for r in describe_reward_functions(funcs, REWARD_NAMES) if r["own"]]
+    """What run.json will record about the student's E4 functions (name, file, source and its SHA-256): those with a
+    name of their own, not the recipe's rewrites of the lesson's three (the recipe's id covers those)."""
+    return [r for r in describe_reward_functions(funcs, REWARD_NAMES) if r["own"] and r["name"] not in REWARD_NAMES]
+
+
+def trained_functions(reward_names=REWARD_NAMES) -> list:
+    """The functions E4 trains for ``reward_names`` (``--rewards``): of each lesson name the recipe's, the student's
+    saved function of the L7.1 notebook's section 1 (else the course's), and each ``file.py:function`` as it is.
+    E4's check scores these, the table shows these, and ``train_or_read`` trains these."""
+    from labs.l71 import student_rewards
+    from rewards import reward_functions
+
+    saved, _ = student_rewards.load(echo=lambda _: None)
+    return student_rewards.pick(saved, list(reward_names)) if saved is not None else reward_functions(list(reward_names))
 
 
 REWARD_FILE = "mi_recompensa.py"
@@ -182,10 +194,7 @@ def train_or_read(profile: Profile, reward_names, funcs, *, entrenar_aqui: bool 
             f"una terminal: {command}\nContinúa donde se quedó si la interrumpes. Cuando termine, vuelve a ejecutar "
             "esta celda: solo lee la carpeta. (Para entrenar en este cuaderno, pon ENTRENAR_AQUI = True.)"
         )
-    from labs.l71 import student_rewards
-
     # the student's recipe plus their reward: the saved function of each lesson name, as the terminal's command
-    saved, _ = student_rewards.load(echo=echo)
-    funcs = student_rewards.pick(saved, list(reward_names)) if saved is not None else None
+    funcs = trained_functions(reward_names)
     return Path(l71.run_lab(profile, run_name=str(folder.root), lab=LAB, reward_names=list(reward_names),
                             reward_funcs=funcs, **base_overrides(profile, runs_root=runs_root)))

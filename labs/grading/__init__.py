@@ -17,7 +17,8 @@ into a Spanish "no se puede evaluar X porque Y" in the report. The criteria, thr
 justification are in ``RUBRIC.md`` beside this file.
 
 Modules: ``inputs`` (safe reading), ``submissions`` (class folders and zips), ``holdout`` (pairing the
-evaluation), ``criteria`` (the four criteria), ``grade`` (a run or submission, level), ``figures``,
+evaluation), ``criteria`` (the four criteria), ``main_run`` (the main run: L7.1's own, or none), ``grade`` (a run
+or submission, level), ``figures``,
 ``report`` (Markdown, CSV), ``cli`` (front doors), ``selfcheck`` (the rubric notebook's helpers), ``written`` (the
 student's written answers and E1-E3's predictions, told apart from the template).
 """

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from labs.core import diagnostics as dg
 from labs.core import runfolder as rf
-from labs.core.spanish import plural
 
 from . import criteria as cr
 from .holdout import check_holdout
 from .inputs import Problem, RunData, find_value, load_run
+from .main_run import MAIN_LAB, MAIN_RUN_RULE_ES, choose_main, is_exercise_reference, main_run_key, missing_es  # noqa: F401 (re-exported)
 from .submissions import exercise_predictions, find_notebooks, find_run_folders, read_notebook, rubric_notebook
 from .written import Written
 
@@ -202,61 +202,6 @@ def suggest_level(grade: RunGrade) -> None:
         )
 
 
-MAIN_LAB = "L7.1"  # the graded run is L7.1's; L7.2, the exercises' sweeps and E4 are comparisons
-MAIN_RUN_RULE_ES = (
-    "la regla del evaluador: la ejecución principal es la del L7.1. Primero las que tienen recompensa de corrección, "
-    "después las del L7.1 (L7.2, los ejercicios y E4 son comparaciones), después las terminadas, después las de más "
-    "pasos y, a igualdad, la más reciente"
-)
-
-
-def is_exercise_reference(data: RunData) -> bool:
-    """E1-E3's shared reference (``ref-<profile>``): the recipe at the exercises' budget, labelled L7.1 so that it
-    trains the saved recipe, but a comparison, never the main run."""
-    name = str((data.run or {}).get("run_name") or data.root.name)
-    return name.startswith(rf.REFERENCE_PREFIX)
-
-
-def main_run_key(data: RunData):
-    """Sort key, the grader's one rule for the main run (``MAIN_RUN_RULE_ES``; RUBRIC.md states it): a correctness
-    reward, then L7.1's (``run.json``'s ``lab``; not the exercises' reference), then finished, then the most steps,
-    then the newest."""
-    names = [n for n, _ in cr.all_reward_names(data)]
-    status = data.status or {}
-    return (
-        any(dg.is_correctness_name(n) for n in names),
-        (data.run or {}).get("lab") == MAIN_LAB and not is_exercise_reference(data),
-        status.get("state") == rf.STATE_FINISHED,
-        status.get("max_steps") or 0,
-        str(status.get("updated") or ""),
-        str(data.root),
-    )
-
-
-def _loses_on(winner: tuple, other: tuple) -> str:
-    """Why ``main_run_key`` put ``other`` below ``winner``, in Spanish."""
-    if winner[0] != other[0]:
-        return "no tiene recompensa de corrección"
-    if winner[1] != other[1]:
-        return "no es del L7.1: es una comparación"
-    if winner[2] != other[2]:
-        return "no ha terminado"
-    if winner[3] != other[3]:
-        return f"pide {plural(other[3], 'paso')} frente a {winner[3]}"
-    return "es más antigua"
-
-
-def choose_main(runs: Sequence[RunData]) -> tuple[RunData, list[RunData], str]:
-    """The main run among ``runs`` by ``main_run_key``, the others, and why (Spanish: the rule and each other's place)."""
-    keyed = sorted(((main_run_key(d), d) for d in runs), key=lambda kd: kd[0])
-    best_key, best = keyed[-1]
-    others = [f"{d.root.name} ({_loses_on(best_key, k)})" for k, d in reversed(keyed[:-1])]
-    why = f"Se evalúa {best.root.name} por {MAIN_RUN_RULE_ES}."
-    if others:
-        why += " Quedan como comparaciones: " + "; ".join(others) + "."
-    return best, [d for _, d in keyed[:-1]], why
-
-
 def grade_submission(root: str | Path, name: str | None = None, problems=(), skip: Path | None = None) -> RunGrade:
     """Grade a student's submission folder: its main run, its other runs as comparisons, its notebook.
 
@@ -276,6 +221,10 @@ def grade_submission(root: str | Path, name: str | None = None, problems=(), ski
             grade = _grade(data, [], notebook)
         else:
             main, others, why = choose_main([load_run(r) for r in runs])
+            if main is None:  # no L7.1 run: nothing is graded in its place, every run stays a comparison
+                main = RunData(root=root, problems=[Problem(a, f"No se puede evaluar {w}. {missing_es(None)}") for a, w in (
+                    ("status", "si el entrenamiento terminó"), ("metrics", "las curvas de entrenamiento"),
+                    ("eval", "la mejora en el holdout"))])
             grade = _grade(main, others, notebook)
             grade.main_why = why
         grade.name = name

@@ -17,7 +17,8 @@ from labs.core.paths import runs_dir
 
 from labs.core.spanish import plural
 
-from .grade import RunGrade, choose_main, grade_run
+from .grade import RunGrade, grade_run
+from .main_run import choose_main, is_finished, missing_es
 from .inputs import load_run
 from .report import write_report
 from .submissions import exercise_predictions, find_notebooks, read_notebook, rubric_notebook
@@ -54,25 +55,26 @@ def _run_folders(root: Path) -> list[Path]:
 def choose_run(root: Path | None = None) -> tuple[Path | None, str]:
     """The run the instructor's grader would take as the main one among the run folders under ``root``.
 
-    The rule is the grader's own (``grade.choose_main``): a run with a correctness reward first, then L7.1's,
-    then a finished one, then the one with most steps, then the newest. Only finished runs are candidates here
-    (an unfinished one is finished in the terminal first). Returns (run folder or None, why, in Spanish).
+    The rule is the grader's own (``main_run.choose_main``): the student's own L7.1 run, never L7.2's, an
+    exercise's or a rehearsal's. Only a finished one is graded here: with none, or with an unfinished one, the
+    answer is None and why says so as the grader does (``main_run.missing_es``), with the command.
+    Returns (run folder or None, why, in Spanish).
     """
     root = Path(root) if root is not None else runs_dir()
     folders = _run_folders(root)
-    finished = [f for f in folders if rf.RunFolder(f).is_finished()]
-    unfinished = [f.name for f in folders if f not in finished]
+    unfinished = [f.name for f in folders if not rf.RunFolder(f).is_finished()]
     pending = (
         f" Sin terminar (no se evalúan): {', '.join(unfinished)}; termínalas en una terminal con el mismo comando que las empezó."
         if unfinished else ""
     )
-    if not finished:
-        return None, f"No hay ninguna ejecución terminada en {root}.{pending}"
-    main, _, why = choose_main([load_run(f) for f in finished])
-    best = main.root
-    why = (f"Evalúo {best.name}: es la que el evaluador tomaría como principal entre "
+    runs = [load_run(f) for f in folders]
+    main, _, why = choose_main(runs)
+    if main is None or missing_es(main):
+        return None, why
+    finished = [d for d in runs if is_finished(d)]
+    why = (f"Evalúo {main.root.name}: es la que el evaluador tomaría como principal entre "
            f"{plural(len(finished), 'ejecución terminada', 'ejecuciones terminadas')} de {root}. {why}")
-    return best, why + pending
+    return main.root, why + pending
 
 
 def other_runs(run_dir: Path) -> list[Path]:
@@ -132,7 +134,7 @@ def find_or_make_run(run_dir: str | Path | None = None, profile: str | None = No
         )
     if not entrenar_aqui:
         raise RuntimeError(
-            f"No hay ninguna ejecución terminada que evaluar. Entrena la receta del L7.1 en una terminal, desde la carpeta "
+            f"No hay ninguna ejecución del L7.1 terminada que evaluar. Entrena la receta del L7.1 en una terminal, desde la carpeta "
             f"del curso: {command}\nCuando termine, vuelve a ejecutar esta celda: solo lee la carpeta. (Para entrenar "
             "aquí, pon ENTRENAR_AQUI = True; son horas en la GPU, atadas a esta pestaña del navegador.)"
         )
@@ -158,7 +160,7 @@ def self_check(run_dir: str | Path, comparisons=None, out_dir: str | Path | None
     main, _, why = choose_main([grade.data] + [c.data for c in grade.comparisons])
     grade.main_why = why if main is grade.data else (
         f"Se evalúa {run_dir.name} porque es la carpeta indicada, pero el evaluador del instructor tomaría como principal "
-        f"{main.root.name}. {why}")
+        + (f"{main.root.name}. " if main is not None else "ninguna. ") + why)
     grade.predictions = exercise_predictions(notebooks)
     return grade, write_report(grade, out_dir)
 

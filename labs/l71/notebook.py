@@ -69,6 +69,25 @@ def open_run(profile: Profile | str | None = None, entrenar_aqui: bool = False, 
         return NotOpened(profile if isinstance(profile, Profile) else get_profile(profile))
 
 
+def other_recipe_es(profile: Profile, run) -> str | None:
+    """When the finished run ``run`` trained another recipe than the one saved now: what differs and the command that
+    retrains (Spanish); None when it trained the saved recipe."""
+    from labs.core.runfolder import RUN_JSON, read_json
+    from labs.l71 import recipe_identity
+
+    try:
+        have = recipe_identity.of_record(read_json(run.path(RUN_JSON)))
+    except (OSError, ValueError):
+        return None
+    lines = recipe_identity.differences_es(have or {}, recipe_identity.saved(profile), run.root.name,
+                                           "tu receta guardada") if have else []
+    if not lines:
+        return None
+    return (f"Ojo: {run.root.name} entrenó otra receta que la que tienes guardada ({'; '.join(lines)}). Lo que leen "
+            f"las celdas siguientes es esa otra. Para entrenar la tuya, en una terminal: {terminal_command(profile)} "
+            "--fresh (empieza de cero con tu receta).")
+
+
 def _open(profile, entrenar_aqui, echo, listo):
     profile = profile if isinstance(profile, Profile) else get_profile(profile)
     if not listo:
@@ -79,6 +98,9 @@ def _open(profile, entrenar_aqui, echo, listo):
     if run.is_finished():
         echo(f"Ya hay un run terminado en {run.root} ({status.get('step')} pasos): el cuaderno lo lee, sin "
              "cargar el modelo ni entrenar. Para empezar otro: " + command + " --fresh")
+        other = other_recipe_es(profile, run)
+        if other:
+            echo(other)
         return Lab(profile)  # only read: run.json says which functions trained it
     funcs, _ = student_rewards.load(echo=echo)
     if funcs is None:

@@ -19,6 +19,8 @@ from labs.core.profiles import Profile
 from labs.l71.settings import LESSON_KNOBS
 
 KEY = "recipe"  # where run.json keeps it
+_DEFAULT_KNOBS = {k: f.default for k, f in Profile.__dataclass_fields__.items()
+                  if k in ("loss_type", "temperature", "scale_rewards", "epsilon")}
 
 
 def _plain(value):
@@ -48,9 +50,13 @@ def of_run(profile: Profile, reward_funcs) -> dict:
 
 def of_record(record: dict) -> dict | None:
     """The recipe a ``run.json`` records (an older one without ``recipe``: rebuilt from its profile and rewards)."""
-    if isinstance(record.get(KEY), dict) and "id" in record[KEY]:
-        return record[KEY]
-    profile = record.get("profile") or {}
+    stored = record.get(KEY)
+    if isinstance(stored, dict) and "id" in stored and set(LESSON_KNOBS) <= set(stored.get("settings") or {}):
+        return stored
+    # a run.json from before a knob joined the lesson's: it trained TRL's default there (the profile's default)
+    profile = {**_DEFAULT_KNOBS, **(record.get("profile") or {})}
+    if isinstance(stored, dict) and "id" in stored:
+        return identity(stored.get("profile"), {**profile, **stored.get("settings", {})}, stored.get("rewards") or {})
     if not all(k in profile for k in LESSON_KNOBS) or "name" not in profile:
         return None
     from labs.training.runrecord import reward_identity
@@ -81,14 +87,20 @@ def saved_profile(profile: Profile) -> Profile:
     return profile.replace(**overrides) if overrides else profile
 
 
-def missing_sections_es(profile: Profile) -> list[str]:
-    """The L7.1 notebook's sections whose part of the recipe is not saved yet for ``profile`` (Spanish; [] if saved)."""
+def missing_sections_es(profile: Profile, root=None) -> list[str]:
+    """The L7.1 notebook's sections whose part of the recipe is not saved yet for ``profile`` (Spanish; [] if saved).
+    ``root``: the run area (default ``runs_dir()``)."""
+    from pathlib import Path
+
     from labs.l71 import settings, student_rewards
 
     out = []
-    if not student_rewards.reward_file().exists():
+    rewards, knobs = student_rewards.reward_file(), settings.settings_path(profile)
+    if root is not None:  # the same files under another run area
+        rewards, knobs = Path(root) / rewards.parent.name / rewards.name, Path(root) / knobs.parent.name / knobs.name
+    if not rewards.exists():
         out.append("la sección 1 (tus funciones de recompensa: la celda que las guarda)")
-    if not settings.settings_path(profile).exists():
+    if not knobs.exists():
         out.append("la sección 3 (tu GRPOConfig: la celda que guarda tus ajustes)")
     return out
 

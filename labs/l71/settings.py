@@ -38,7 +38,17 @@ LESSON_KNOBS = (
     "beta",
     "logging_steps",
     "max_steps",
+    # what L6 teaches the student to choose: how the loss is averaged, how the group is sampled, how the
+    # advantage is scaled and how far one step may move the policy (TRL 1.15/1.16 GRPOConfig names)
+    "loss_type",
+    "temperature",
+    "scale_rewards",
+    "epsilon",
 )
+TEXT_KNOBS = {  # the knobs that take a name, and the names the lesson teaches (TRL accepts more)
+    "loss_type": ("grpo", "dr_grpo", "dapo"),
+    "scale_rewards": ("group", "batch", "none"),
+}
 SOURCE = "cuaderno L7.1"
 
 # The lesson's rules for the values the student chooses (``problems``).
@@ -50,6 +60,8 @@ BETA_HIGHEST = 0.5  # E3 compares 0.2 with the lesson's 0.04; far above, the KL 
 SHORTEST_COMPLETION = 16  # <think>, some reasoning, </think>, <answer>N</answer>
 CPU_LONGEST_COMPLETION = 256  # on a CPU every new token is a forward pass of the whole model
 FEWEST_LOGGED_STEPS = 2  # a curve needs at least two points (the ci smoke profile's two steps)
+TEMPERATURE_HIGHEST = 1.5  # above, sampling flattens towards uniform tokens: the group's answers stop being answers
+EPSILON_HIGHEST = 0.5  # above, one step may move a token's probability by half or more: the clip no longer holds it
 
 
 def fewest_logged_points(profile: Profile) -> int:
@@ -75,15 +87,11 @@ def _lr_es(x: float) -> str:
 def problems(values: dict, profile: Profile, processes: int = 1) -> dict[str, str]:
     """``{knob: Spanish reason}`` for each lesson knob in ``values`` whose value breaks the lesson's rule on ``profile``.
 
-    ``values`` holds the eight ``LESSON_KNOBS`` (missing ones are the profile's). The reasons say which rule and
+    ``values`` holds the ``LESSON_KNOBS`` (missing ones are the profile's). The reasons say which rule and
     why, never which value to write.
     """
     v = {**{k: getattr(profile, k) for k in LESSON_KNOBS}, **values}
-    out = {}
-    for key in LESSON_KNOBS:
-        integer = isinstance(getattr(profile, key), int)
-        if not _is_number(v[key], integer):
-            out[key] = f"{key} debe ser un número{' entero' if integer else ''} (tu valor: {v[key]!r})."
+    out = _type_problems(v, profile)
     if out:
         return out
     G, micro, accumulation = v["num_generations"], v["per_device_train_batch_size"], v["gradient_accumulation_steps"]
@@ -113,6 +121,7 @@ def problems(values: dict, profile: Profile, processes: int = 1) -> dict[str, st
                        "peso cero TRL no calcula la KL ni carga la referencia." if beta <= 0 else
                        f"Un peso de la KL por encima de {BETA_HIGHEST} ata la política a la referencia y no deja "
                        "aprender nada en los pasos del run.")
+    out.update(_l6_problems(v))
     out.update(_length_problem(v, profile))
     steps, logging = v["max_steps"], v["logging_steps"]
     if steps < 1 or logging < 1:
@@ -121,6 +130,49 @@ def problems(values: dict, profile: Profile, processes: int = 1) -> dict[str, st
         out["logging_steps"] = (f"Con estos max_steps y logging_steps el run registra menos de {fewest} puntos de "
                                 "métricas: la rúbrica mira la tendencia de las curvas y con menos puntos no la puede "
                                 "juzgar.")
+    return out
+
+
+def _type_problems(v: dict, profile: Profile) -> dict[str, str]:
+    out = {}
+    for key in LESSON_KNOBS:
+        if key in TEXT_KNOBS:
+            if not isinstance(v[key], str):
+                out[key] = (f"{key} se escribe con su nombre entre comillas, uno de {', '.join(map(repr, TEXT_KNOBS[key]))} "
+                            f"(tu valor: {v[key]!r}).")
+            continue
+        integer = isinstance(getattr(profile, key), int)
+        if not _is_number(v[key], integer):
+            out[key] = f"{key} debe ser un número{' entero' if integer else ''} (tu valor: {v[key]!r})."
+    return out
+
+
+def _l6_problems(v: dict) -> dict[str, str]:
+    """The rules of what L6 teaches: which loss, how to sample the group, how to scale it, how far to clip."""
+    out = {}
+    if v["loss_type"] not in TEXT_KNOBS["loss_type"]:
+        out["loss_type"] = ("L6 enseña tres maneras de promediar la pérdida de las respuestas del grupo: 'grpo' (por "
+                            "longitud de cada respuesta), 'dr_grpo' (por una constante) y 'dapo' (por los tokens del "
+                            "lote). TRL tiene otras que cambian también el recorte o el nivel del cociente, y este lab "
+                            f"no las enseña (tu valor: {v['loss_type']!r}).")
+    if v["scale_rewards"] not in TEXT_KNOBS["scale_rewards"]:
+        out["scale_rewards"] = ("La ventaja de L6 se escala por la desviación del grupo ('group'), la del lote ('batch') "
+                                f"o no se escala ('none'); TRL no conoce otra (tu valor: {v['scale_rewards']!r}).")
+    temperature = v["temperature"]
+    if temperature <= 0:
+        out["temperature"] = ("Con temperatura 0 (o menos) vLLM elige siempre el token más probable: las respuestas de un "
+                              "grupo salen iguales, su recompensa también, y la ventaja es 0 para todas: no se aprende nada.")
+    elif temperature > TEMPERATURE_HIGHEST:
+        out["temperature"] = (f"Por encima de {TEMPERATURE_HIGHEST} el muestreo se acerca a elegir tokens al azar: las "
+                              "respuestas dejan de ser texto y ninguna del grupo cobra recompensa que comparar.")
+    epsilon = v["epsilon"]
+    if epsilon <= 0:
+        out["epsilon"] = ("epsilon es el margen del recorte del cociente de probabilidades (L6): con 0 o menos no deja "
+                          "ningún margen y el gradiente de cada token se anula en cuanto la política se mueve.")
+    elif epsilon > EPSILON_HIGHEST:
+        out["epsilon"] = (f"Con un margen de recorte por encima de {EPSILON_HIGHEST} un paso puede cambiar la probabilidad "
+                          "de un token a más del doble o a menos de la mitad: el recorte ya no frena nada (L6 explica "
+                          "para qué está).")
     return out
 
 
@@ -256,11 +308,12 @@ def load(profile: Profile, echo=print) -> tuple[dict, dict | None]:
             f"{path} tiene ajustes que este laboratorio no acepta: {', '.join(unknown)}. Acepta: "
             f"{', '.join(LESSON_KNOBS)}. Vuelve a guardarlos desde el cuaderno L7.1 o borra el archivo."
         )
-    for key, value in values.items():  # the profile's own type check (an int where an int belongs)
-        expected = type(getattr(profile, key))
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or (expected is int and not isinstance(value, int)):
-            raise ValueError(f"{path}: {key}={value!r} debe ser un número {'entero' if expected is int else ''}."
-                             " Corrígelo en el cuaderno L7.1 y vuelve a guardar.")
+    wrong = _type_problems({**{k: getattr(profile, k) for k in LESSON_KNOBS}, **values}, profile)
+    if wrong:  # the profile's own type check (an int where an int belongs, a name where a name belongs)
+        key = next(iter(wrong))
+        text = wrong[key] if key in TEXT_KNOBS else (
+            f"{key}={values[key]!r} debe ser un número{' entero' if isinstance(getattr(profile, key), int) else ''}.")
+        raise ValueError(f"{path}: {text} Corrígelo en el cuaderno L7.1 y vuelve a guardar.")
     found = problems(values, profile)
     if found:
         raise ValueError(

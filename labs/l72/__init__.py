@@ -18,6 +18,8 @@ Modules, one job each:
 - ``backend``: which back-end runs (``choose_backend``, ``gpu_path``);
 - ``memory``: the vLLM memory fraction in force (``expected_gpu_fraction``, ``MemoryFraction``);
 - ``lora``: evaluation with the trained LoRA really loaded (``require_lora_request``, ``evaluate_unsloth``);
+- ``recipe_rule``: what L7.2 trains, the student's saved recipe with only the engine's stated changes (``plan``,
+  ``record``: ``l72_recipe`` in run.json);
 - ``steps``: what both paths share (``start``: every check before a model loads, without importing trl,
   transformers or peft; ``profile_for_l72``, ``print_vram_plans``, ``record_run``);
 - ``trainer``: L7.2's GRPOTrainer (``grpo_config_kwargs`` with TRL's values where Unsloth would swap its own,

@@ -130,6 +130,8 @@ def lab_record(run_root: str | os.PathLike) -> dict:
         "settings": run.get("trainer_args") or run.get("grpo_config") or {},
         "settings_source": "trainer_args" if run.get("trainer_args") else "grpo_config",
         "recipe": recipe_identity.of_record(run),  # the knobs and the reward functions' sources it trained
+        # L7.2: what its engine changed from the L7.1 recipe, by the stated rule (labs.l72.recipe_rule)
+        "engine_changes": (run.get("l72_recipe") or {}).get("changes") or {},
     }
 
 
@@ -158,10 +160,16 @@ def reward_differences_es(ref: dict, other: dict) -> list[str]:
 
 def describe_settings_es(records: list[dict]) -> list[str]:
     """Where the two runs' training settings differ, in Spanish (first record: the reference)."""
+    from labs.l72 import recipe_rule
+
     ref, other = records[0], records[-1]
     diffs = settings_differences(ref, other)
-    both = [(k, a, b) for k, a, b in diffs if a is not _MISSING and b is not _MISSING]
+    engine = other.get("engine_changes") or {}
+    both = [(k, a, b) for k, a, b in diffs if a is not _MISSING and b is not _MISSING and k not in engine]
     lines = []
+    if engine:
+        lines.append(f"Lo que cambia el motor de {other['lab']} respecto a tu receta (su regla, apuntada en su run.json): "
+                     + "; ".join(recipe_rule.changes_es({"changes": engine})) + ".")
     if both:
         lines.append(f"Ajustes de entrenamiento distintos entre {ref['lab']} y {other['lab']}: " + "; ".join(
             f"{k}: {a!r} frente a {b!r}" for k, a, b in both) + ". Las diferencias de las cifras de arriba pueden "
@@ -178,9 +186,12 @@ def describe_settings_es(records: list[dict]) -> list[str]:
     if rewards:
         lines.append(f"Funciones de recompensa distintas entre {ref['lab']} y {other['lab']}: " + "; ".join(rewards)
                      + ". La recompensa y la exactitud de arriba no se comparan con la misma vara.")
-    if not diffs:
-        lines.append(f"Ajustes de entrenamiento: los mismos en {ref['lab']} y {other['lab']} "
-                     f"({len(set(ref['settings']) - set(NOT_COMPARED))} comparados).")
+    compared = len(set(ref["settings"]) - set(NOT_COMPARED))
+    if engine and not both and not rewards:
+        lines.append(f"Fuera de esos cambios del motor, los mismos ajustes ({compared} comparados) y las mismas "
+                     f"funciones de recompensa en {ref['lab']} y {other['lab']}.")
+    elif not diffs:
+        lines.append(f"Ajustes de entrenamiento: los mismos en {ref['lab']} y {other['lab']} ({compared} comparados).")
     return lines
 
 

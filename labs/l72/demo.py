@@ -105,7 +105,8 @@ class Demo:
         run_name = None if self.full else f"l72-demo-{profile.name}"
         if not self.full and (runs_dir() / run_name).exists():
             shutil.rmtree(runs_dir() / run_name)  # the demo is remade every time; the long runs never are
-        self.profile, self.reward_funcs, self.run, self.backend = start(target, run_name)
+        # the full run trains the saved recipe; the demo keeps its few-step budget (the saved rewards still train)
+        self.profile, self.reward_funcs, self.run, self.backend = start(target, run_name, saved=self.full)
         self.fraction: MemoryFraction | None = None
         self.monitor: ResourceMonitor | None = None
         what = "run completo" if self.full else f"demo de {self.profile.max_steps} pasos"

@@ -31,9 +31,14 @@ class FallbackLab(l71.Lab):
     ``resources.json``.
     """
 
-    def __init__(self, profile=None, run_name=None, fresh=False, **overrides):
+    def __init__(self, profile=None, run_name=None, fresh=False, saved=True, **overrides):
+        from labs.l72 import recipe_rule
+
         profile = profile if isinstance(profile, Profile) else get_profile(profile)
-        super().__init__(profile.replace(backend="unsloth"), run_name, fresh, None, LAB, **overrides)
+        # the student's recipe on this engine: saved knobs and reward functions, LoRA by the stated rule
+        planned = recipe_rule.plan(profile, overrides, saved=saved)
+        super().__init__(planned.profile, run_name, fresh, None, LAB, reward_funcs=planned.reward_funcs)
+        self.recipe_record = recipe_rule.record(planned.profile, planned.reward_funcs, planned.recipe_profile)
         self.backend = choose_backend(self.profile)
         requested = self.profile.vllm_gpu_memory_utilization
         self.fraction = (MemoryFraction(requested, requested, "trl-colocate", device="cpu") if self.profile.use_vllm
@@ -49,7 +54,8 @@ class FallbackLab(l71.Lab):
     def format_pass(self) -> str:
         base_model = super().format_pass()  # writes run.json as L7.1 does
         update_run_json(self.run, backend_used=self.backend.name, backend_reason_es=self.backend.reason_es,
-                        vllm_memory_fraction=self.fraction.as_dict())
+                        vllm_memory_fraction=self.fraction.as_dict(),
+                        **({} if self.read_only else {"l72_recipe": self.recipe_record}))
         return base_model
 
     def build_trainer(self):

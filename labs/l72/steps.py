@@ -20,32 +20,11 @@ from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import RUN_JSON, RunFolder, read_json, write_json
 from labs.l72.backend import Backend, choose_backend
 from labs.l72.memory import MemoryFraction, _version_tuple
+# what L7.2 trains (the student's recipe) and the base route's switch (re-exported here)
+from labs.l72 import recipe_rule
+from labs.l72.recipe_rule import L72_PROFILE_FOR, profile_for_l72  # noqa: F401
 
 LAB = "L7.2"
-
-# L7.2 teaches Unsloth and Standby's memory mechanics; the graded main run is L7.1. On the base-model route
-# (rtx5090-base, whose LoRA format pass cannot run after `import unsloth`) L7.2 runs the instruct profile.
-L72_PROFILE_FOR = {"rtx5090-base": "rtx5090"}
-
-
-def profile_for_l72(profile: Profile) -> tuple[Profile, str | None]:
-    """The profile L7.2 runs for ``profile``, and the Spanish sentence saying why when it is another one.
-
-    The fields in which the two named profiles differ (model, format pass, LoRA, learning rate, ...) take
-    the instruct profile's values; anything else set on ``profile`` (``--set max_steps=...``) is kept.
-    """
-    target_name = L72_PROFILE_FOR.get(profile.name)
-    if target_name is None:
-        return profile, None
-    own, target = get_profile(profile.name).as_dict(), get_profile(target_name)
-    changed = [k for k, v in target.as_dict().items() if own.get(k) != v and k in profile.__dataclass_fields__]
-    switched = profile.replace(**{k: getattr(target, k) for k in changed})
-    shown = [k for k in changed if k not in ("name", "description")]
-    why = (f"L7.2 corre con el perfil '{target_name}' aunque el elegido sea '{profile.name}': este lab enseña "
-           "Unsloth y la memoria de Standby (el run principal que se evalúa es el de L7.1), y el pase de formato "
-           f"de '{profile.name}' no puede correr después de `import unsloth`. Cambian: "
-           + ", ".join(f"{k}={getattr(switched, k)!r}" for k in shown) + ".")
-    return switched, why
 
 
 # On a CPU profile nothing goes to a GPU: a 32 GB card's plan there was 40 lines the student could not use.
@@ -74,26 +53,22 @@ class L72Start(NamedTuple):
 
 
 def start(profile: Profile | str | None = None, run_name: str | None = None, fresh: bool = False,
-          **overrides) -> L72Start:
+          saved: bool = True, **overrides) -> L72Start:
     """Everything an L7.2 run does before a model is loaded; the lab, the notebook's demo and the rehearsal call it.
 
-    In order: the profile (with ``backend="unsloth"``; :func:`profile_for_l72`), the pre-flight checks with
+    In order: the profile, the student's recipe on Unsloth's engine (``labs.l72.recipe_rule.plan``: the saved
+    knobs and reward functions, LoRA by the stated rule; ``saved=False`` when ``profile`` already is the recipe, as
+    the rehearsal's budget and the notebook's demo are), the pre-flight checks with
     the reward functions' probe (``l71.prepare``), on a GPU profile what Unsloth's path needs beyond them
     (:func:`check_unsloth_path`), the run folder, and last the machine: the doctor's checks (not for a
     finished run, which is only read) and the back-end (``choose_backend``), where a machine without CUDA or
     Unsloth stops. None of it imports trl, transformers or peft: on the GPU path ``import unsloth`` comes next
     and must come first (``labs.l72.standby``; tests/test_unsloth_lab.py runs this in a fresh process).
     """
-    from rewards import reward_functions
-
     preflight.refuse_removed_keywords(overrides)
     if not isinstance(profile, Profile):
         profile = get_profile(profile)
-    profile, why = profile_for_l72(profile)
-    if why:
-        print(f"[perfil] {why}")
-    profile = profile.replace(backend="unsloth", **overrides)
-    reward_funcs = reward_functions()
+    profile, reward_funcs, _ = recipe_rule.plan(profile, overrides, saved=saved)
     l71.prepare(profile, reward_funcs, trains=False)  # the pre-flight checks; the machine's come last
     if not profile.use_cpu:
         check_unsloth_path(profile)
@@ -152,6 +127,7 @@ def record_run(run: RunFolder, profile: Profile, reward_funcs, base_model: str, 
                fraction: MemoryFraction) -> None:
     """run.json, as L7.1 writes it, plus the back-end that ran and the memory fraction in force."""
     l71.write_run_json(run, profile, LAB, reward_funcs, base_model, {
+        recipe_rule.KEY: recipe_rule.record(profile, reward_funcs),
         "base_label": base_label,
         "backend_used": backend.name,
         "backend_reason_es": backend.reason_es,

@@ -64,6 +64,9 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
     kwargs.setdefault("vllm_importance_sampling_correction", profile.vllm_importance_sampling_correction)
     for key, value in COURSE_VALUES.items():
         kwargs.setdefault(key, value)
+    # TRL's None means "= epsilon": the recipe's own epsilon, which the student may have chosen (COURSE_VALUES
+    # holds TRL's default for the recipe's default)
+    kwargs["epsilon_high"] = profile.epsilon
     return kwargs
 
 

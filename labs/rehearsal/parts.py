@@ -183,7 +183,7 @@ def run_l72_cpu(profile: Profile, root: Path) -> dict:
 
     rp = budget.rehearsal_profile(profile)
     started = time.perf_counter()
-    lab = FallbackLab(rp, run_name=str(root / "l72"))
+    lab = FallbackLab(rp, run_name=str(root / "l72"), saved=False)  # rp already is the saved recipe, on a budget
     try:
         trainer, timer = _trainer_with_timer(lab)
         sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step  # pyright: ignore[reportOptionalMemberAccess] - TRL loads the tokenizer when none is passed

@@ -48,12 +48,11 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
     from labs.l72.steps import profile_for_l72, start
     from labs.training import evaluation, recipe
 
-    profile, profile_note = profile_for_l72(profile)  # rtx5090-base: L7.2 runs on rtx5090, and says why
-    if profile_note:
-        print(f"[ensayo] {profile_note}")
+    _, profile_note = profile_for_l72(profile)  # rtx5090-base: L7.2 runs on rtx5090, and says why (start does)
     started = time.perf_counter()
-    # the lab's own start: every check before a model loads, and nothing imported that unsloth must precede
-    rp, reward_funcs, run, backend = start(budget.rehearsal_profile(profile), str(root / "l72"))
+    # the lab's own start: every check before a model loads, and nothing imported that unsloth must precede; the
+    # profile already is the saved recipe (parts.run_part), on the rehearsal's budget
+    rp, reward_funcs, run, backend = start(budget.rehearsal_profile(profile), str(root / "l72"), saved=False)
     enable_standby_and_import_unsloth()
 
     monitor = ResourceMonitor(gpu="torch").start()

@@ -131,6 +131,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("temperature", float, low=0.0, low_open=True,
          hint_es="Por debajo de 0.3 las respuestas de un grupo salen casi iguales y la ventaja es 0; lo habitual "
                  "en GRPO es una temperatura de 0.7 a 1.0."),
+    Knob("scale_rewards", str, choices=("group", "batch", "none")),  # TRL 1.15/1.16 (True/False are its aliases)
+    Knob("epsilon", float, low=0.0, low_open=True, high=1.0, high_open=True,
+         hint_es="El recorte del cociente de probabilidades va de 1 - epsilon a 1 + epsilon; TRL usa 0.2."),
     Knob("max_steps", **POSITIVE_INT),
     Knob("logging_steps", **POSITIVE_INT),
     Knob("save_steps", **POSITIVE_INT),

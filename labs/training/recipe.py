@@ -41,6 +41,8 @@ def grpo_config_kwargs(profile: Profile, output_dir: str) -> dict:
         beta=profile.beta,  # explicit: TRL's default is 0.0, which drops the KL term entirely
         loss_type=profile.loss_type,
         temperature=profile.temperature,
+        scale_rewards=profile.scale_rewards,
+        epsilon=profile.epsilon,
         max_steps=profile.max_steps,
         seed=profile.seed,
         # precision and device
@@ -346,6 +348,8 @@ KNOBS_ES = {
     "beta": "Peso de la KL hacia el modelo de referencia. TRL usa 0.0 por defecto (sin KL ni modelo de referencia); el curso fija 0.04.",
     "loss_type": "'dapo' (por defecto en TRL): normaliza por tokens del lote, no por la longitud de cada respuesta como el objetivo original de L6.",
     "temperature": "Muestreo de las G respuestas: sin diversidad dentro del grupo no hay ventaja que aprender.",
+    "scale_rewards": "Cómo se escalan las ventajas (L6): 'group' divide por la desviación de cada grupo, 'batch' por la del lote, 'none' no divide (lo que propone Dr. GRPO).",
+    "epsilon": "Rango del recorte del cociente de probabilidades (L6): cuánto puede moverse la política en un paso antes de que el gradiente se anule.",
     "use_vllm": "vLLM genera los rollouts (mucho más rápido que generate de transformers).",
     "vllm_mode": "'colocate': vLLM vive en el mismo proceso y comparte la GPU (o la RAM en CPU) con el entrenamiento; 'server' lo lleva a una GPU propia (L7.3).",
     "vllm_gpu_memory_utilization": "Fracción de memoria reservada para vLLM (pesos + caché KV); el resto queda para entrenar. OOM: bájala.",
