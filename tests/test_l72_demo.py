@@ -81,7 +81,7 @@ def test_a_missing_cpu_run_trains_only_when_the_student_asks(profile, tmp_path, 
     monkeypatch.setattr(child_runs, "ensure_l71_run", lambda *a, **k: started.append(("l71", a)))
     said = []
     assert demo.full_run(get_profile(profile), show=said.append) is None
-    assert demo.CPU_FLAG in said[-1] and f"python -m labs l72" in said[-1], said
+    assert demo.CPU_FLAG in said[-1] and "python -m labs l72" in said[-1], said
     assert demo.l71_reference(get_profile(profile), show=said.append) is None
     assert demo.CPU_FLAG in said[-1] and "python -m labs l71" in said[-1], said
     assert started == [] and list(tmp_path.iterdir()) == []

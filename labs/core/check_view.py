@@ -11,7 +11,6 @@ assertion's message once, then each hint once), escaped. Everything else is otte
 from __future__ import annotations
 
 import html
-import inspect
 import re
 import sys
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: wrong
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/browser/: lab_page
 
 from lab_page import Lab, NotebookPage, chromium  # noqa: E402
-from wrong_answers import MAX_OUTPUT_LINES, cell_text, library_noise, long_outputs, output_lines  # noqa: E402
+from wrong_answers import cell_text, library_noise, long_outputs, output_lines  # noqa: E402
 
 from labs import assign  # noqa: E402
 
