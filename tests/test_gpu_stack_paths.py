@@ -114,6 +114,8 @@ out["trainer_module"] = GRPOTrainer.__module__
 kwargs = l72_trainer.grpo_config_kwargs(profile, sys.argv[1])
 config = GRPOConfig(**kwargs)
 out["config_module"] = type(config).__module__
+from unsloth_zoo.cpu.runtime import cpu_bf16_supported  # the fallback's own answer for this CPU kind
+out["cpu_bf16"] = cpu_bf16_supported()
 out["config"] = {k: (v.value if hasattr(v, "value") else v) for k, v in
                  ((k, getattr(config, k, "<missing>")) for k in kwargs) if k != "output_dir"}
 out["asked"] = {k: v for k, v in kwargs.items() if k != "output_dir"}
@@ -137,7 +139,7 @@ def test_l72_unsloth_path_runs_for_real_until_it_needs_cuda(tmp_path):
     allocator configuration (what Standby's sleep mode needs; Unsloth does it only when the variable is set before
     its import) and imports trl, transformers and peft itself, after it; the course's L7.2 ``GRPOConfig``
     builds (Unsloth's fallback leaves TRL's class in place) holding every keyword as asked but ``use_cpu``, which
-    the fallback turns on; loading the model is the first step that needs CUDA (``torch.cuda.mem_get_info``).
+    the fallback turns on (and ``bf16`` on a CPU without bf16 units); loading the model is the first step that needs CUDA (``torch.cuda.mem_get_info``).
     """
     env = {**os.environ, "PYTORCH_ALLOC_CONF": "expandable_segments:True", "HF_HUB_OFFLINE": "1"}
     env.pop("UNSLOTH_VLLM_STANDBY", None)
@@ -153,10 +155,12 @@ def test_l72_unsloth_path_runs_for_real_until_it_needs_cuda(tmp_path):
     # Without a GPU Unsloth leaves TRL's GRPO classes unpatched: its GRPOTrainer rewrite needs CUDA, and
     # tests/test_gpu_wheels.py checks that rewrite against TRL 1.15's source instead.
     assert (out["config_module"], out["trainer_module"]) == ("trl.trainer.grpo_config", "trl.trainer.grpo_trainer")
-    # Unsloth's CPU fallback turns use_cpu on (so transformers accepts bf16 without CUDA); every other keyword holds.
+    # Unsloth's CPU fallback turns use_cpu on (so transformers accepts bf16 without CUDA) and, on a CPU without bf16
+    # units (no AMX, no AVX512-BF16), bf16 off (emulated bf16 is several times slower); every other keyword holds.
     changed = {k: (v, out["config"][k]) for k, v in out["asked"].items() if out["config"][k] != v}
-    assert changed == {"use_cpu": (False, True)}, changed
-    assert out["config"]["bf16"] is True
+    expected = {"use_cpu": (False, True)} if out["cpu_bf16"] else {"use_cpu": (False, True), "bf16": (True, False)}
+    assert changed == expected, (changed, out["cpu_bf16"])
+    assert out["config"]["bf16"] is out["cpu_bf16"]
     kind, message, where = out["load"]
     assert (kind, where) == ("RuntimeError", "_lazy_init") and message.startswith("Found no NVIDIA driver"), out["load"]
 
