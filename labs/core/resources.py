@@ -83,6 +83,60 @@ def torch_device_used_gib() -> float | None:
     return None
 
 
+# The keys each logged step gets in metrics.jsonl (labs.training.recipe's RunFolderCallback): the process's resident
+# memory now, and on a GPU what torch's caching allocator holds for tensors and has reserved from the driver. A
+# run that keeps something per step (completions, logs, freed blocks malloc keeps) shows as a slope in these.
+RSS_KEY = "course/rss_gib"
+CUDA_ALLOCATED_KEY = "course/cuda_allocated_gib"
+CUDA_RESERVED_KEY = "course/cuda_reserved_gib"
+STEP_MEMORY_KEYS = (RSS_KEY, CUDA_ALLOCATED_KEY, CUDA_RESERVED_KEY)
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (``/proc/self/statm``'s second field, in pages)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import psutil
+
+        return psutil.Process().memory_info().rss
+
+
+def step_memory() -> dict:
+    """The memory fields of one logged step: resident memory, and CUDA allocated and reserved where a GPU is in use.
+
+    CUDA is read only once this process has initialised it: asking earlier would create a context (hundreds of MiB)
+    just to report nothing.
+    """
+    record = {RSS_KEY: gib(rss_bytes())}
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            record[CUDA_ALLOCATED_KEY] = gib(torch.cuda.memory_allocated())
+            record[CUDA_RESERVED_KEY] = gib(torch.cuda.memory_reserved())
+    except Exception:  # noqa: BLE001 - a sample is a nicety; never break a run for it
+        pass
+    return record
+
+
+def slope_mib_per_step(steps, gib_values, warmup_steps: int = 0) -> float | None:
+    """Least-squares slope of a memory series in MiB per step, over the steps after ``warmup_steps`` (None: < 3 points).
+
+    The first steps fill caches that stay (vLLM's and oneDNN's buffers, malloc's arenas): growth that stops is
+    not a leak, so it is left out; what is still rising after it is.
+    """
+    import numpy as np
+
+    x = np.asarray(steps, dtype=float)
+    y = np.asarray(gib_values, dtype=float) * 1024
+    keep = (x > warmup_steps) & np.isfinite(y)
+    if keep.sum() < 3:
+        return None
+    return round(float(np.polyfit(x[keep], y[keep], 1)[0]), 3)
+
+
 class ResourceMonitor:
     """Sample resident memory (and GPU memory in use) in a background thread while a run goes on.
 
