@@ -125,15 +125,22 @@ def run_folder_callbacks(run: RunFolder) -> list:
             self.run = run
             self.times = PhaseTimes()  # filled by the wrappers recorded_training installs
             self.timed = False
+            self.memory = None  # the last step's, from on_step_end (TRL logs after the step ends)
 
         def on_step_begin(self, args, state, control, **kwargs):
             self.times.reset()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            # What the step left resident, then the freed pages back to the kernel (resources.release_freed_memory):
+            # recorded before the trim, so the curve shows what the process held, not what the trim left.
+            self.memory = resources.step_memory()
+            resources.release_freed_memory()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             record = {"step": int(state.global_step), **{k: _plain(v) for k, v in logs.items()}}
-            record.update(resources.step_memory())
+            record.update(self.memory or resources.step_memory())
             if self.timed:
                 record["course/generation_seconds"] = round(self.times.generation, 4)
                 for name, seconds in self.times.rewards.items():
