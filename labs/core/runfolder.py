@@ -19,8 +19,8 @@ so a run can be understood and graded later without the model in memory::
       metrics.jsonl        one JSON object per logged training step, TRL's keys verbatim
                            (reward, kl, completions/mean_length, rewards/<name>/mean, ...) plus "step"
                            and the course's own: "course/rss_gib" (resident memory at the step's end),
-                           on a GPU "course/cuda_allocated_gib" and "course/cuda_reserved_gib"
-                           (labs.core.resources.step_memory), "course/generation_seconds" and
+                           on a GPU also what torch has allocated and reserved there (keys in
+                           labs.core.resources.STEP_MEMORY_KEYS), "course/generation_seconds" and
                            "course/reward_seconds/<name>" (labs.training.phases)
       eval/base.jsonl      one line per holdout problem for the model before GRPO:
       eval/trained.jsonl   {"id", "gold", "extracted", "correct", "last_number",
