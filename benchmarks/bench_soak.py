@@ -77,10 +77,11 @@ def run_lab(profile: str, steps: int, threads: int, runs: Path, probe: Path | No
 
 
 def machine() -> dict:
-    import platform
+    """front_door's record of the machine: CPU model, cores, memory, bf16 flags, load average."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from front_door import machine as front_door_machine
 
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    return front_door_machine()
 
 
 def render_markdown(records: list[dict]) -> str:
