@@ -50,6 +50,33 @@ def keep_freed_memory() -> bool:
         return False
 
 
+def release_freed_memory() -> bool:
+    """Hand the whole free pages malloc keeps back to the kernel (glibc's ``malloc_trim(0)``); False where not glibc.
+
+    ``keep_freed_memory`` keeps freed blocks for the next micro-batch, which is what makes a step fast; but the
+    holes a step leaves between live blocks add up from step to step. In one ci run (benchmarks/soak_probe.py,
+    one thread) glibc's heap kept 0.48 GiB free after step 1 and 1.45 GiB by step 14, while the memory in use grew
+    0.23 GiB: most of the resident growth was freed memory kept. Called once a step (labs.training.recipe), after
+    the step's memory is recorded, so the holes' pages do not stay resident from step to step: after it, 60 ci
+    steps kept a flat resident memory (-0.56 MiB a step after the warm-up, docs/benchmarks/soak.md).
+    """
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        return _libc().malloc_trim(0) in (0, 1)
+    except (OSError, AttributeError):
+        return False
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
 def gib(n_bytes: float) -> float:
     return round(n_bytes / 2**30, 3)
 
@@ -81,6 +108,60 @@ def torch_device_used_gib() -> float | None:
     except Exception:  # noqa: BLE001 - a sample is a nicety; never break a run for it
         pass
     return None
+
+
+# The keys each logged step gets in metrics.jsonl (labs.training.recipe's RunFolderCallback): the process's resident
+# memory now, and on a GPU what torch's caching allocator holds for tensors and has reserved from the driver. A
+# run that keeps something per step (completions, logs, freed blocks malloc keeps) shows as a slope in these.
+RSS_KEY = "course/rss_gib"
+CUDA_ALLOCATED_KEY = "course/cuda_allocated_gib"
+CUDA_RESERVED_KEY = "course/cuda_reserved_gib"
+STEP_MEMORY_KEYS = (RSS_KEY, CUDA_ALLOCATED_KEY, CUDA_RESERVED_KEY)
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (``/proc/self/statm``'s second field, in pages)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import psutil
+
+        return psutil.Process().memory_info().rss
+
+
+def step_memory() -> dict:
+    """The memory fields of one logged step: resident memory, and CUDA allocated and reserved where a GPU is in use.
+
+    CUDA is read only once this process has initialised it: asking earlier would create a context (hundreds of MiB)
+    just to report nothing.
+    """
+    record = {RSS_KEY: gib(rss_bytes())}
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            record[CUDA_ALLOCATED_KEY] = gib(torch.cuda.memory_allocated())
+            record[CUDA_RESERVED_KEY] = gib(torch.cuda.memory_reserved())
+    except Exception:  # noqa: BLE001 - a sample is a nicety; never break a run for it
+        pass
+    return record
+
+
+def slope_mib_per_step(steps, gib_values, warmup_steps: int = 0) -> float | None:
+    """Least-squares slope of a memory series in MiB per step, over the steps after ``warmup_steps`` (None: < 3 points).
+
+    The first steps fill caches that stay (vLLM's and oneDNN's buffers, malloc's arenas): growth that stops is
+    not a leak, so it is left out; what is still rising after it is.
+    """
+    import numpy as np
+
+    x = np.asarray(steps, dtype=float)
+    y = np.asarray(gib_values, dtype=float) * 1024
+    keep = (x > warmup_steps) & np.isfinite(y)
+    if keep.sum() < 3:
+        return None
+    return round(float(np.polyfit(x[keep], y[keep], 1)[0]), 3)
 
 
 class ResourceMonitor:

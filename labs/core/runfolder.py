@@ -18,6 +18,10 @@ so a run can be understood and graded later without the model in memory::
                            says what to change; "reward_function" names a reward that hung
       metrics.jsonl        one JSON object per logged training step, TRL's keys verbatim
                            (reward, kl, completions/mean_length, rewards/<name>/mean, ...) plus "step"
+                           and the course's own: "course/rss_gib" (resident memory at the step's end),
+                           on a GPU also what torch has allocated and reserved there (keys in
+                           labs.core.resources.STEP_MEMORY_KEYS), "course/generation_seconds" and
+                           "course/reward_seconds/<name>" (labs.training.phases)
       eval/base.jsonl      one line per holdout problem for the model before GRPO:
       eval/trained.jsonl   {"id", "gold", "extracted", "correct", "last_number",
                             "correct_last_number", "format_ok", "length", "completion"}

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from labs.core import diagnostics as dg
-from labs.core import stats
+from labs.core import resources, stats
 
 PANELS = (
     (dg.REWARD, "Recompensa total (reward)"),
@@ -19,6 +19,12 @@ PANELS = (
     ("rewards", "Componentes de la recompensa (media por función)"),
     (dg.KL, "KL respecto a la referencia (nats/token)"),
 )
+
+# Drawn under the four panels when the run logged its memory per step (labs.core.resources.step_memory).
+MEMORY_LINES = ((resources.RSS_KEY, "memoria residente (RSS)", "tab:blue"),
+                (resources.CUDA_ALLOCATED_KEY, "CUDA asignada (tensores)", "tab:orange"),
+                (resources.CUDA_RESERVED_KEY, "CUDA reservada (caché de torch)", "tab:red"))
+MEMORY_WARMUP_STEPS = 2
 
 REWARD_COLORS = {"correctness_reward": "tab:green", "format_reward": "tab:orange", "soft_format_reward": "tab:purple"}
 OTHER_COLORS = ("tab:brown", "tab:pink", "tab:gray", "tab:olive", "tab:cyan", "tab:red")
@@ -38,14 +44,20 @@ def _draw_series(ax, s: dg.Series, label: str, color: str, with_trend: bool) -> 
 
 
 def plot_curves(metrics, path: Path, title: str = "") -> Path | None:
-    """Four panels (reward, length, reward components, KL); None when there is nothing to draw."""
+    """Four panels (reward, length, reward components, KL), and the memory per step below them when the run logged
+    it; None when there is nothing to draw."""
     if not metrics:
         return None
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(12, 8))
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.07, top=0.91, hspace=0.35, wspace=0.18)
-    axes = fig.subplots(2, 2).ravel()
+    memory = [(dg.series(metrics, key), label, color) for key, label, color in MEMORY_LINES]
+    memory = [(s, label, color) for s, label, color in memory if s is not None and s.n_finite]
+    fig = Figure(figsize=(12, 11 if memory else 8))
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.06, top=0.93 if memory else 0.91, hspace=0.4, wspace=0.18)
+    grid = fig.add_gridspec(3 if memory else 2, 2)
+    axes = [fig.add_subplot(grid[row, col]) for row in (0, 1) for col in (0, 1)]
+    if memory:
+        _draw_memory(fig.add_subplot(grid[2, :]), memory)
     drawn = 0
     for ax, (key, heading) in zip(axes, PANELS):
         ax.set_title(heading, fontsize=10)
@@ -79,6 +91,18 @@ def plot_curves(metrics, path: Path, title: str = "") -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     return path
+
+
+def _draw_memory(ax, memory) -> None:
+    """Each memory series per step, with its slope after the first steps (a leak is a slope that does not stop)."""
+    ax.set_title("Memoria del proceso en cada paso registrado (GiB)", fontsize=10)
+    ax.set_xlabel("paso")
+    for s, label, color in memory:
+        slope = resources.slope_mib_per_step(s.steps, s.values, MEMORY_WARMUP_STEPS)
+        if slope is not None:
+            label += f", pendiente {slope:+.1f} MiB/paso desde el paso {MEMORY_WARMUP_STEPS + 1}"
+        ax.plot(s.steps, s.values, "o-", color=color, markersize=3, linewidth=1.2, label=label)
+    ax.legend(fontsize=7)
 
 
 def plot_holdout(comparison: dict, path: Path) -> Path:

@@ -29,7 +29,7 @@ READING_ES = {
 
 
 def draw(run: RunFolder) -> Path | None:
-    """Draw the training curves (raw and smoothed) into ``curves/training.png``."""
+    """Draw the training curves (raw and smoothed) into ``curves/training.png``, with the memory per step below them."""
     from labs.grading.figures import plot_curves
 
     return plot_curves(run.metrics(), run.curves_dir / TRAINING_PNG, title=run.root.name)

@@ -20,7 +20,7 @@ import signal
 import threading
 import traceback
 
-from labs.core import distributed
+from labs.core import distributed, resources
 from labs.core.profiles import Profile
 from labs.core.runfolder import STATE_FAILED, STATE_RUNNING, RunFolder
 from labs.core.spanish import plural
@@ -105,8 +105,9 @@ def build_grpo_config(profile: Profile, output_dir: str):
 def run_folder_callbacks(run: RunFolder) -> list:
     """The callbacks that keep ``run``'s bookkeeping: pass them as ``GRPOTrainer(callbacks=...)``.
 
-    One ``RunFolderCallback``: it appends each logged step to ``metrics.jsonl`` (with the seconds spent
-    generating and in each reward function, once ``recorded_training`` times them), keeps ``status.json``
+    One ``RunFolderCallback``: it appends each logged step to ``metrics.jsonl`` (with the process's memory,
+    ``labs.core.resources.step_memory``, and the seconds spent generating and in each reward function, once
+    ``recorded_training`` times them), keeps ``status.json``
     at the step reached, and stops the run on a non-finite loss or gradient norm.
     """
     from transformers import TrainerCallback
@@ -120,14 +121,22 @@ def run_folder_callbacks(run: RunFolder) -> list:
             self.run = run
             self.times = PhaseTimes()  # filled by the wrappers recorded_training installs
             self.timed = False
+            self.memory = None  # the last step's, from on_step_end (TRL logs after the step ends)
 
         def on_step_begin(self, args, state, control, **kwargs):
             self.times.reset()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            # What the step left resident, then the freed pages back to the kernel (resources.release_freed_memory):
+            # recorded before the trim, so the curve shows what the process held, not what the trim left.
+            self.memory = resources.step_memory()
+            resources.release_freed_memory()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             record = {"step": int(state.global_step), **{k: _plain(v) for k, v in logs.items()}}
+            record.update(self.memory or resources.step_memory())
             if self.timed:
                 record["course/generation_seconds"] = round(self.times.generation, 4)
                 for name, seconds in self.times.rewards.items():
