@@ -152,24 +152,3 @@ def test_the_untouched_student_notebook_runs_to_the_end_and_says_what_to_finish(
     assert not (tmp_path / e4.REWARD_FILE).exists()
     assert not [p for p in (tmp_path / "runs").glob("e4-*")]  # no run started
 
-
-def test_the_check_scores_the_saved_recipes_functions_that_e4_trains(tmp_path, monkeypatch):
-    """Issue 51, item 4: the check scored the course's three beside the student's reward while E4 trains the recipe's
-    (the L7.1 notebook's saved rewrites): it scores ``e4.trained_functions``, the same functions the run trains."""
-    from test_recipe_identity import STUDENT, save_recipe
-
-    from labs.core.profiles import get_profile
-    from labs.l71 import recipe_identity
-
-    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
-    saved = save_recipe(get_profile("ci"))
-    funcs = e4.trained_functions()
-    assert [f.__name__ for f in funcs] == [f.__name__ for f in STUDENT]
-    assert recipe_identity.reward_hashes(funcs) == saved["rewards"]
-    assert e4.own_functions([*funcs, *e4.trained_functions(["tests/data/recompensa_alumno.py:razonamiento_con_cuentas"])
-                             ]) [0]["name"] == "razonamiento_con_cuentas"  # the recipe's rewrites are not E4's own
-    scored = []
-    real = e4.trained_functions
-    monkeypatch.setattr(e4, "trained_functions", lambda *a: scored.append(a) or real(*a))
-    CHECKS.run("mi-recompensa")  # the solution, checked as grader.check checks it
-    assert scored, "the check did not score the recipe's functions"

@@ -129,7 +129,10 @@ QUESTION_SOURCES = [s for s in SOURCES if question_names(nbformat.read(assign.ST
 @pytest.mark.notebook  # executes each student notebook's answers and checks in a kernel
 @pytest.mark.exercise_checks  # setup cells, answers and checks only: the GPU-stack leg runs it too
 @pytest.mark.parametrize("source", QUESTION_SOURCES, ids=lambda p: p.stem)
-def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(source, tmp_path):
+def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(source, tmp_path, monkeypatch):
+    # an empty run area of its own: E4's check scores the recipe saved there (runs/_ajustes), and the session's holds
+    # whatever the L7.1 notebook saved earlier on this worker
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
     views = assign.generate(source, tmp_path / "otter")
     student = nbformat.read(views["student"], as_version=4)
     names, tests = question_names(student), student.metadata["otter"]["tests"]

@@ -63,7 +63,7 @@ def next_step(root: Path | str | None = None) -> tuple[list[str], str]:
                         f"{' y '.join(missing)} y vuelve a ejecutar make. No entreno nada hasta entonces: el run de "
                         "horas entrena lo que tú elijas, no la receta del curso en tu lugar")
         changed = rehearsal_changes_es(rehearsal, name) if rehearsal is not None else None
-        if changed:
+        if changed and rehearsal is not None:
             return ["rehearse"], (f"tu receta cambió desde el último ensayo ({rehearsal.parent.name}: "
                                   + "; ".join(changed) + "): toca ensayarla, unos 10 minutos, antes del run de horas; "
                                   "después, make sigue con el L7.1")
