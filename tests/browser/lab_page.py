@@ -104,6 +104,9 @@ class NotebookPage:
     def __init__(self, page, lab: Lab, name: str):
         self.page, self.lab, self.name = page, lab, name
         page.goto(lab.url(name))
+        # the app object exists only once JupyterLab has started in the page: a wait that reads the shell before then
+        # raises in the page (the first notebook of a fresh server did) instead of waiting
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=180_000)
         page.wait_for_function(f"() => {_PANEL} && {_PANEL}.content && {_PANEL}.content.widgets.length > 0 "
                                f"&& {_PANEL}.context.path.endsWith({json.dumps(name)})", timeout=120_000)
         page.wait_for_function(
