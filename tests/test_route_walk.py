@@ -38,6 +38,7 @@ def changes(recipe: dict, saved: dict) -> set[str]:
     return {line.split(":")[0] for line in recipe_identity.differences_es(recipe, saved)}
 
 
+@pytest.mark.cpu_stack  # L7.2's start checks the machine for a CPU profile: the GPU stack's vLLM refuses it
 @pytest.mark.parametrize("name", ["ci", recipe_recorder.CI_BASE])
 def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tmp_path):
     from labs import l71
