@@ -18,12 +18,7 @@ NOTEBOOK = assign.STUDENT_DIR / "L7_1_grpo_trl_vllm.ipynb"
 
 
 def _run(question: str, env: dict, tmp_path) -> SpanishResult:
-    code = json.loads(NOTEBOOK.read_text())["metadata"]["otter"]["tests"][question]
-    path = tmp_path / f"{question}.py"
-    path.write_text(code)
-    result = ExceptionTestFile.from_file(str(path))
-    result.run(env)
-    return SpanishResult(result)
+    return _run_in(NOTEBOOK.name, question, env, tmp_path)
 
 
 def _reward(pays):
