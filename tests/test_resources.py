@@ -118,7 +118,7 @@ def test_freed_heap_pages_go_back_to_the_kernel_when_released():
         assert resources.release_freed_memory() is False
         return
     assert resources.keep_freed_memory()
-    libc = resources._libc()
+    libc = resources._glibc()
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
     blocks = [libc.malloc(2**20) for _ in range(300)]  # under the 32 MiB mmap threshold: from the heap

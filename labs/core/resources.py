@@ -8,6 +8,7 @@ device-wide because vLLM's KV cache and Unsloth's Standby allocator live outside
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -33,20 +34,31 @@ TRIM_THRESHOLD_BYTES = 1 << 30
 ARENA_MAX = 2
 
 
-def keep_freed_memory() -> bool:
-    """Tune glibc's malloc for a training loop (see above); False where it is not glibc."""
+@functools.cache
+def _glibc():
+    """glibc's C library, loaded once (``platform.libc_ver`` reads the interpreter's binary); None elsewhere."""
     import ctypes
     import ctypes.util
     import platform
 
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+def keep_freed_memory() -> bool:
+    """Tune glibc's malloc for a training loop (see above); False where it is not glibc."""
+    libc = _glibc()
+    if libc is None:
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         return all(bool(libc.mallopt(option, value)) for option, value in (
             (_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES),
             (_M_ARENA_MAX, ARENA_MAX)))
-    except (OSError, AttributeError):
+    except AttributeError:
         return False
 
 
@@ -60,21 +72,13 @@ def release_freed_memory() -> bool:
     the step's memory is recorded, so the holes' pages do not stay resident from step to step: after it, 60 ci
     steps kept a flat resident memory (-0.56 MiB a step after the warm-up, docs/benchmarks/soak.md).
     """
-    import platform
-
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    libc = _glibc()
+    if libc is None:
         return False
     try:
-        return _libc().malloc_trim(0) in (0, 1)
-    except (OSError, AttributeError):
+        return libc.malloc_trim(0) in (0, 1)
+    except AttributeError:
         return False
-
-
-def _libc():
-    import ctypes
-    import ctypes.util
-
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
 def gib(n_bytes: float) -> float:
