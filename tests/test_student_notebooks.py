@@ -124,15 +124,25 @@ def run_stub_then_solution(student: Path, autograder: Path, workdir: Path) -> tu
 
 
 QUESTION_SOURCES = [s for s in SOURCES if question_names(nbformat.read(assign.STUDENT_DIR / s.name, as_version=4))]
+# E4's check scores the recipe saved in the run area (runs/_ajustes: the L7.1 notebook's section 1, else the course's
+# three): checked with none saved, and with what the L7.1 notebook saves, as nbval leaves it before E4 runs (its
+# reference answer, a 0.3 bonus, failed there: the lesson's rules pay a correct-number hack 2.0 over "72 clips")
+E4 = assign.SOURCES_DIR / "E4_tu_recompensa.ipynb"
+CHECK_CASES = [pytest.param(s, False, id=s.stem) for s in QUESTION_SOURCES] + [
+    pytest.param(E4, True, id=f"{E4.stem}-with-the-L7_1-notebooks-saved-recipe")]
 
 
 @pytest.mark.notebook  # executes each student notebook's answers and checks in a kernel
 @pytest.mark.exercise_checks  # setup cells, answers and checks only: the GPU-stack leg runs it too
-@pytest.mark.parametrize("source", QUESTION_SOURCES, ids=lambda p: p.stem)
-def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(source, tmp_path, monkeypatch):
-    # an empty run area of its own: E4's check scores the recipe saved there (runs/_ajustes), and the session's holds
-    # whatever the L7.1 notebook saved earlier on this worker
+@pytest.mark.parametrize("source,l71_recipe_saved", CHECK_CASES)
+def test_each_check_fails_on_the_stub_with_its_hint_and_passes_on_the_solution(source, l71_recipe_saved, tmp_path,
+                                                                                monkeypatch):
+    # an empty run area of its own (the session's holds whatever the L7.1 notebook saved earlier on this worker)
     monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
+    if l71_recipe_saved:
+        import lesson_recipe
+
+        lesson_recipe.save(tmp_path)
     views = assign.generate(source, tmp_path / "otter")
     student = nbformat.read(views["student"], as_version=4)
     names, tests = question_names(student), student.metadata["otter"]["tests"]
