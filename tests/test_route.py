@@ -30,6 +30,50 @@ def test_the_order_of_the_route(steps):
     assert steps[-1].what == "C2b_rubrica.ipynb"
 
 
+def _next_steps_order(root, monkeypatch) -> list[str]:
+    """What ``python -m labs next`` asks for, in order, as the student does each thing it asks in a fresh run area:
+    "rehearse", "profile" (save it), "recipe" (L7.1's sections 1-3), "l71"."""
+    from test_recipe_identity import save_recipe
+
+    from labs.core import profile_choice
+    from labs.core.runfolder import RunFolder
+    from labs.l71 import recipe_identity
+    from labs.l71.lab import write_run_json
+    from labs.route.next_step import ACCEPT_COMMAND, next_step
+
+    monkeypatch.setenv("COURSE_RUNS", str(root))
+    base = get_profile("rtx5090-base")
+
+    def rehearse():  # what a rehearsal leaves: its record, and its L7.1 run of the recipe saved then, on its budget
+        (root / "rehearsal-gpu").mkdir(exist_ok=True)
+        (root / "rehearsal-gpu" / "rehearsal.json").write_text("{}")
+        write_run_json(RunFolder(root / "rehearsal-gpu" / "l71"), recipe_identity.saved_profile(base).replace(max_steps=3),
+                       "L7.1", recipe_identity.saved_rewards(), "modelo")
+
+    done = {"rehearse": rehearse, "profile": lambda: profile_choice.save_choice(base.name, root=root),
+            "recipe": lambda: save_recipe(base, learning_rate=8e-6)}
+    order: list[str] = []
+    for _ in range(8):
+        step, why = next_step(root)
+        action = step[0] if step else "profile" if ACCEPT_COMMAND in why else "recipe" if "sección" in why else why
+        order.append(action)
+        if action == "l71":
+            return order
+        done[action]()
+    raise AssertionError(f"next never reached L7.1: {order}")
+
+
+def test_the_listed_route_rehearses_the_recipe_after_it_is_written_as_next_does(steps, tmp_path, monkeypatch):
+    """Issue 51: ``next`` trains nothing before the recipe is saved and rehearses again once it is (the recipe changed
+    since the first rehearsal); the listed route rehearsed only at step 4, before the recipe existed (step 7), and
+    went on to L7.1 with a recipe nothing had rehearsed. The listed order is ``next``'s order."""
+    names = {"python -m labs rehearse": "rehearse", "python -m labs profile --accept": "profile", "python -m labs l71": "l71"}
+    listed = [names.get(s.what) or ("recipe" if "L7_1_" in s.what and "secciones 1-3" in s.why else None) for s in steps]
+    listed = [a for a in listed if a]
+    assert listed[:listed.index("l71") + 1] == _next_steps_order(tmp_path, monkeypatch) == [
+        "rehearse", "profile", "recipe", "rehearse", "l71"]
+
+
 def test_what_trains_runs_in_a_terminal_and_notebooks_only_read(steps):
     for s in steps:
         if s.hours is not None:

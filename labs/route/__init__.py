@@ -9,6 +9,10 @@ in order, without the figures (tests/test_route.py checks it).
 
 The commands name no profile: from the saved choice on every command uses the saved one (and prints it first), so a
 copied command never trains a profile the student did not choose; L7.2's command picks ``rtx5090`` itself.
+
+The order is the one ``python -m labs next`` (``make`` on a GPU) follows: the doctor, a first rehearsal (the course's
+recipe: it recommends the profile), the saved profile, the student's recipe (L7.1's sections 1-3, saved per profile),
+the rehearsal of that recipe, then L7.1, which trains what was rehearsed.
 """
 
 from __future__ import annotations
@@ -71,14 +75,16 @@ def route(profile: Profile | str | None = "rtx5090") -> list[Step]:
              "después, source .venv-gpu/bin/activate"),
         Step(NOTEBOOK, "00_empieza_aqui.ipynb", "el doctor, tu perfil y esta ruta (lo demás, en 00b_apendice.ipynb)"),
         Step(TERMINAL, "python -m labs doctor", "comprueba controlador, torch (sm_120), versiones, disco, hub y wandb"),
-        Step(TERMINAL, "python -m labs rehearse", "ensayo de unos 10 minutos de todo el recorrido en tu GPU, antes de las horas de verdad; "
-             "termina recomendando el perfil del run principal"),
+        Step(TERMINAL, "python -m labs rehearse", "ensayo de unos 10 minutos de todo el recorrido en tu GPU, antes de las horas de verdad "
+             "(aún sin tu receta: con la del curso); termina recomendando el perfil del run principal"),
         Step(TERMINAL, "python -m labs profile --accept", "guarda el perfil recomendado (o --choose <perfil>): desde ahí todos los labs, "
              "cuadernos y barridos lo usan"),
         Step(NOTEBOOK, "L6_de_policy_gradient_a_grpo.ipynb", "la teoría: de policy gradient a GRPO (minutos, sin GPU)"),
         Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "secciones 1-3, antes del run: escribes tus recompensas y eliges tu "
-             "GRPOConfig; las celdas tras sus comprobaciones los guardan, y es lo que entrena la orden siguiente (minutos, "
-             "sin GPU ni modelo)"),
+             "GRPOConfig; las celdas tras sus comprobaciones los guardan, y es lo que ensaya y entrena lo que sigue "
+             "(minutos, sin GPU ni modelo)"),
+        Step(TERMINAL, "python -m labs rehearse", "ensaya tu receta, la que acabas de guardar (unos 10 minutos): lo que "
+             "entrenará el run de horas, en tu GPU; make lo hace solo cuando tu receta cambió desde el último ensayo"),
         Step(TERMINAL, "python -m labs l71", f"lab L7.1: GRPO con TRL y vLLM, con tus recompensas y tus ajustes; {l71.breakdown_es()}",
              l71.hours, l71.checkpoint_gb + first, f"La primera vez descarga el modelo (unos {_gb(first)} GB, incluidos en el disco de arriba)."),
         Step(NOTEBOOK, "L7_1_grpo_trl_vllm.ipynb", "el resto (secciones 4-11): la receta paso a paso; lee el run de la "

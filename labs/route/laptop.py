@@ -1,6 +1,6 @@
 """The route on a machine without a GPU (profiles ``cpu`` and ``ci``), as notebook 00 prints it there.
 
-On a laptop the 5090's route (``labs.route.route``, 61 lines whose first step installs the GPU stack) is not the
+On a laptop the 5090's route (``labs.route.route``, about 60 lines whose first step installs the GPU stack) is not the
 student's: notebook 00 prints this one, a line a step, and leaves the 5090's folded (``labs.core.folded.Folded``)
 for a student who plans the GPU run (issue 52).
 """
