@@ -22,10 +22,13 @@ def runs(tmp_path, monkeypatch):
     return tmp_path
 
 
-def rehearsal(runs, tag="rtx5090"):
-    """The rehearsal's L7.1 part as it leaves its folder: finished, 3 steps, lab L7.1, the correctness reward."""
+def rehearsal(runs, tag="rtx5090", *, marked=True):
+    """The rehearsal's L7.1 part as it leaves its folder: finished, 3 steps, lab L7.1, the correctness reward, and
+    (``marked``) its run.json's ``purpose`` as ``labs.rehearsal.parts`` records it; unmarked: a run from before that."""
     folder = runs / f"rehearsal-{tag}"
     run = good_run(folder, "l71", metrics=history(3), max_steps=3)
+    if marked:
+        rf.mark_purpose(rf.RunFolder(run), rf.PURPOSE_REHEARSAL)
     (folder / main_run.REHEARSAL_JSON).write_text("{}")
     return run
 
@@ -64,6 +67,30 @@ def test_a_rehearsal_alone_is_no_main_run(runs):
     rehearsal(runs)
     graded = grade_submission(runs)
     assert graded.data.root == runs and main_run.missing_es(None) in graded.main_why
+
+
+@pytest.mark.parametrize("moved_to", ["l71-rtx5090", "copias/l71"])
+def test_a_rehearsal_run_moved_elsewhere_in_runs_is_still_not_graded(runs, moved_to):
+    """The rehearsal's run is recognised by its record, not only by its folder: copied or renamed out of
+    ``rehearsal-<gpu>/`` (here to L7.1's own folder name), it is still a comparison, never the main run. Before the
+    rehearsal recorded ``purpose`` in run.json, the folder rule alone graded the moved run as the student's L7.1."""
+    import shutil
+
+    moved = runs / moved_to
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(rehearsal(runs)), moved)
+    shutil.rmtree(runs / "rehearsal-rtx5090")
+    graded = grade_submission(runs)
+    assert graded.data.root == runs and main_run.missing_es(None) in graded.main_why
+    assert f"{moved.name} (es del ensayo: una comparación)" in graded.main_why
+    found, why = selfcheck.choose_run()
+    assert found is None and why.startswith(main_run.missing_es(None))
+
+
+def test_a_rehearsal_run_from_before_the_record_is_still_known_by_its_folder(runs):
+    rehearsal(runs, marked=False)
+    graded = grade_submission(runs)
+    assert graded.data.root == runs and "l71 (es del ensayo: una comparación)" in graded.main_why
 
 
 def test_the_l71_run_beats_a_newer_exercise_run_and_a_rehearsal(runs):

@@ -286,6 +286,8 @@ def test_ci_rehearsal_end_to_end(tmp_path):
     assert l71_check["engine_shift"] > 0 and l71_check["trainer_shift"] > 0 and l71_check["completions"] > 0
     assert l71_check["weights"]["ok"] is True  # the weight comparison, kept as information
     l72_run = json.loads((root / "l72" / "run.json").read_text())
+    for part in ("l71", "l72"):  # each run records that it is the rehearsal's: the grader never takes it as the main run
+        assert json.loads((root / part / "run.json").read_text())["purpose"] == "rehearsal"
     assert l72_run["trainer_args"]["optim"] == "adamw_torch_fused" and l72_run["trainer_args"]["warmup_steps"] == 0
     l72 = record["parts"]["l72"]["checks"]
     assert l72["adapter_changes_model"]["ok"] and l72["trained_eval_through_lora_request"]["ok"] is None

@@ -79,6 +79,10 @@ RESOURCES_JSON = "resources.json"
 # E1-E3's shared reference run is ``ref-<profile>``: labelled L7.1 (it trains the saved recipe), yet a
 # comparison; the grader never takes it as the main run
 REFERENCE_PREFIX = "ref-"
+# What a run is for, recorded in its run.json when it is not a lab's own run: the rehearsal marks its L7.1 and L7.2
+# runs, so the grader never takes one as the main run even when its folder is copied or renamed elsewhere in runs/
+PURPOSE_KEY = "purpose"
+PURPOSE_REHEARSAL = "rehearsal"
 
 STATE_RUNNING = "running"
 STATE_FINISHED = "finished"
@@ -240,3 +244,10 @@ class RunFolder:
             if (child / "trainer_state.json").exists():  # written last by Trainer
                 candidates.append((step, child))
         return max(candidates)[1] if candidates else None
+
+
+def mark_purpose(run: RunFolder, purpose: str) -> None:
+    """Record in ``run``'s run.json (written when the run starts) what it is for (``PURPOSE_KEY``)."""
+    record = read_json(run.path(RUN_JSON))
+    record[PURPOSE_KEY] = purpose
+    write_json(run.path(RUN_JSON), record)

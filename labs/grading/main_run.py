@@ -3,7 +3,8 @@
 The grader, the rubric notebook's self-check and E4 share this one rule (``choose_main``; RUBRIC.md states it).
 Only a run of L7.1 itself can be the main run: ``run.json``'s ``lab`` is ``L7.1`` and it is neither E1-E3's
 shared reference (``ref-<profile>``, labelled L7.1 so that it trains the saved recipe) nor a rehearsal's run
-(``runs/rehearsal-<gpu>/l71``: a finished 3-step L7.1 run with the correctness reward). L7.2's runs, the
+(``runs/rehearsal-<gpu>/l71``: a finished 3-step L7.1 run with the correctness reward, whose run.json records
+``purpose: rehearsal``). L7.2's runs, the
 exercises' sweeps, E4 and the rehearsal's runs are comparisons. When no L7.1 run exists, or the one there is has
 not finished, ``missing_es`` says so, with the command that trains it; the grader and the self-check print that
 same sentence.
@@ -39,8 +40,12 @@ def is_exercise_reference(data: RunData) -> bool:
 
 
 def is_rehearsal_run(data: RunData) -> bool:
-    """A run of the rehearsal (``python -m labs rehearse``): its folder sits in ``rehearsal-<gpu>/`` or beside the
-    rehearsal's record. It trains L7.1's steps for minutes to measure the machine: never the main run."""
+    """A run of the rehearsal (``python -m labs rehearse``): its run.json says so (``purpose``, which the rehearsal
+    records), wherever the folder was copied or renamed; for runs from before that record, its folder sits in
+    ``rehearsal-<gpu>/`` or beside the rehearsal's record. It trains L7.1's steps for minutes to measure the machine:
+    never the main run."""
+    if (data.run or {}).get(rf.PURPOSE_KEY) == rf.PURPOSE_REHEARSAL:
+        return True
     parent = Path(data.root).parent
     return parent.name.startswith(REHEARSAL_PREFIX) or (parent / REHEARSAL_JSON).is_file()
 

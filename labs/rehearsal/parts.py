@@ -14,7 +14,7 @@ from pathlib import Path
 from labs import l71
 from labs.l71 import recipe_identity
 from labs.core.profiles import Profile
-from labs.core.runfolder import read_jsonl
+from labs.core.runfolder import PURPOSE_REHEARSAL, mark_purpose, read_jsonl
 from labs.l72.lora import lora_engine_check
 from labs.l72.memory import MemoryFraction, engine_memory_fraction
 from labs.rehearsal import budget, engine_shift
@@ -123,6 +123,7 @@ def run_l71(profile: Profile, root: Path) -> dict:
     lab = l71.Lab(rp, run_name=str(root / "l71"), reward_funcs=recipe_identity.saved_rewards())
     try:
         trainer, timer = _trainer_with_timer(lab)
+        mark_purpose(lab.run, PURPOSE_REHEARSAL)  # a rehearsal's run, wherever its folder goes: never the main run
         sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step  # pyright: ignore[reportOptionalMemberAccess] - TRL loads the tokenizer when none is passed
         fraction = _fraction(rp, trainer)
         holdout = base_holdout(lab, profile)
@@ -186,6 +187,7 @@ def run_l72_cpu(profile: Profile, root: Path) -> dict:
     lab = FallbackLab(rp, run_name=str(root / "l72"), saved=False)  # rp already is the saved recipe, on a budget
     try:
         trainer, timer = _trainer_with_timer(lab)
+        mark_purpose(lab.run, PURPOSE_REHEARSAL)
         sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step  # pyright: ignore[reportOptionalMemberAccess] - TRL loads the tokenizer when none is passed
         base = lab.evaluate_base()
         lab.train()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from labs.core.profiles import Profile
 from labs.core.resources import ResourceMonitor
+from labs.core.runfolder import PURPOSE_REHEARSAL, mark_purpose
 from labs.rehearsal import budget
 from labs.rehearsal.measure import adapter_effect, mean_completion_tokens, run_disk, step_timer
 from labs.training import reasoning  # no TRL or transformers at import: the unsloth-first order holds
@@ -59,6 +60,7 @@ def run_l72_gpu(profile: Profile, root: Path) -> dict:
     try:
         model, tokenizer, splits, trainer, fraction, label = start_unsloth_run(
             rp, reward_funcs, run, backend, show=lambda line: print(f"[ensayo] {line}"))
+        mark_purpose(run, PURPOSE_REHEARSAL)  # start_unsloth_run wrote run.json: a rehearsal's run, never the main one
         timer = step_timer()
         trainer.add_callback(timer)
         sees_reasoning = reasoning.rewards_see_reasoning(trainer.processing_class)  # before the first step
