@@ -38,6 +38,19 @@ def changes(recipe: dict, saved: dict) -> set[str]:
     return {line.split(":")[0] for line in recipe_identity.differences_es(recipe, saved)}
 
 
+def change_values(recipe: dict, saved: dict) -> str:
+    """What a run changed, with its values (``beta=0.0``; the reward functions added or removed): for the closing
+    note of issue 51, which quotes the walk's printed lines."""
+    parts = []
+    for key in sorted(changes(recipe, saved)):
+        if key == "recompensas":
+            added, removed = sorted(set(recipe["rewards"]) - set(saved["rewards"])), sorted(set(saved["rewards"]) - set(recipe["rewards"]))
+            parts.append("recompensas" + "".join(f" +{n}" for n in added) + "".join(f" -{n}" for n in removed))
+        else:
+            parts.append(f"{key}={recipe['settings'].get(key)!r}")
+    return ", ".join(parts) or "(la receta)"
+
+
 @pytest.mark.cpu_stack  # L7.2's start checks the machine for a CPU profile: the GPU stack's vLLM refuses it
 @pytest.mark.parametrize("name", ["ci", recipe_recorder.CI_BASE])
 def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tmp_path):
@@ -59,17 +72,18 @@ def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tm
     assert saved["settings"]["learning_rate"] != profile.learning_rate and saved["settings"]["beta"] != profile.beta
     assert saved["settings"]["loss_type"] == "dr_grpo" and saved["settings"]["temperature"] == 0.8
     assert all(isinstance(sha, str) for sha in saved["rewards"].values())  # the student's own functions
-    walked.append(("receta guardada", saved["id"], set()))
+    walked.append(("receta guardada", saved["id"], change_values(saved, saved)))
     # 2. rehearse: the saved recipe on the rehearsal's budget (steps and lengths shrink, nothing else); its run
     #    stays in rehearsal-cpu/l71, finished, beside the main run
     rehearsal = runs / "rehearsal-cpu"
     rehearsed = recipe_recorder.rehearsed_recipe(profile, rehearsal, monkeypatch)
     assert changes(rehearsed, saved) <= {"max_steps", "max_completion_length"}
-    walked.append(("rehearsal-cpu/l71", rehearsed["id"], changes(rehearsed, saved)))
+    walked.append(("rehearsal-cpu/l71", rehearsed["id"], change_values(rehearsed, saved)))
     from labs.rehearsal import budget
 
     recipe_recorder.write_finished(rehearsal / "l71", budget.rehearsal_profile(recipe_identity.saved_profile(profile)),
                                    "L7.1", recipe_identity.saved_rewards())
+    rf.mark_purpose(rf.RunFolder(rehearsal / "l71"), rf.PURPOSE_REHEARSAL)  # as labs.rehearsal.parts records it
     # 3. L7.1: the main run is the recipe
     assert l71.main(["--profile", name]) == 0
     main = runs / f"l71-{name}"
@@ -88,7 +102,10 @@ def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tm
     same = "Fuera de esos cambios del motor" if engine else "Ajustes de entrenamiento: los mismos en L7.1 y L7.2"
     assert any(line.startswith(same) for line in said), said
     assert not any("distint" in line for line in said), said
-    walked.append((l72_run.name, l72_recipe["id"], changes(l72_recipe, saved)))
+    rule = rf.read_json(l72_run / rf.RUN_JSON)[recipe_rule.KEY]  # run.json's l72_recipe: the recipe and the engine's changes
+    assert rule["recipe"]["id"] == saved["id"]
+    walked.append((l72_run.name, l72_recipe["id"], change_values(l72_recipe, saved)
+                   + f"; l72_recipe: receta {rule['recipe']['id']}, cambios del motor: {', '.join(sorted(rule['changes'])) or 'ninguno'}"))
     # 5. E1-E3: each variant is the recipe with its one change; what equals the recipe is the main run, reused
     perfil_con_grupo = lambda p, g: p.replace(num_generations=g, per_device_train_batch_size=g,  # noqa: E731
                                               gradient_accumulation_steps=p.prompts_per_step)
@@ -106,13 +123,13 @@ def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tm
             got = changes(recipe, saved)
             assert got == set() if r.run_dir == main else (got and got <= promised[exercise]), (r.run_dir.name, got)
             assert recipe["settings"]["loss_type"] == "dr_grpo" and recipe["settings"]["temperature"] == 0.8
-            walked.append((r.run_dir.name, recipe["id"], got))
+            walked.append((r.run_dir.name, recipe["id"], change_values(recipe, saved)))
     # 6. E4: the recipe plus the student's reward
     names = [*REWARD_NAMES, OWN]
     e4_run = e4.train_or_read(profile, names, reward_functions(names), runs_root=runs, echo=lambda _: None)
     e4_recipe = recipe_identity.of_record(rf.read_json(e4_run / rf.RUN_JSON))
     assert changes(e4_recipe, saved) == {"recompensas"}
-    walked.append((e4_run.name, e4_recipe["id"], changes(e4_recipe, saved)))
+    walked.append((e4_run.name, e4_recipe["id"], change_values(e4_recipe, saved)))
     # nothing trained twice, and the main run was never trained again for the exercises
     trained = recipe_recorder.trained(runs)
     assert len(trained) == len(set(trained)) and trained[0] == main.name, trained
@@ -124,5 +141,5 @@ def test_the_route_trains_one_recipe_and_its_changes(name, runs, monkeypatch, tm
     assert chosen.root == main
     assert grade_submission(runs).data.root == main and selfcheck.choose_run()[0] == main
     print(f"\n[{name}] receta {saved['id']}: " + ", ".join(f"{k}={v!r}" for k, v in saved["settings"].items()))
-    for run, rid, got in walked:
-        print(f"[{name}] {run:<28} {rid}  {', '.join(sorted(got)) or '(la receta)'}")
+    for run, rid, what in walked:
+        print(f"[{name}] {run:<28} {rid}  {what}")
