@@ -189,3 +189,32 @@ def test_l72_evaluates_base_and_trained_through_unsloths_engine_and_the_saved_ad
                             unsloth_part._probe(model, tokenizer, rows[:2], request))
     assert effect == {"prompts": 2, "texts_differ": 2, "max_cumulative_logprob_diff": 1.0, "changes_output": True}
     assert card.calls.named("fast_generate")[-1]["sampling_params"].logprobs == unsloth_part.PROBE_LOGPROBS
+
+
+def test_l72s_demo_on_the_card_refuses_unsloth_imported_without_standby_or_a_wrong_class(card, smi, tmp_path,
+                                                                                        monkeypatch):
+    """The demo's import cell on rtx5090 (the hub cache holding the models: fake_card.tiny_hub): the guard refuses
+    a student's ``importar_unsloth`` that imports unsloth without Standby, then, in that same process, any import
+    at all; and with Standby set, a function that returns something other than unsloth's FastLanguageModel."""
+    from labs.l72 import demo
+    from labs.l72.standby import ImportOrderError
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(fake_card.tiny_hub(tmp_path / "hub")))
+    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY", raising=False)
+    mi_demo = demo.Demo("rtx5090", show=lambda line: None)
+    for key in [k for k in sys.modules if k.split(".")[0] in ("trl", "transformers", "peft")]:
+        monkeypatch.delitem(sys.modules, key)  # the demo's fresh kernel (see the load test above)
+
+    def sin_standby():
+        from unsloth import FastLanguageModel
+
+        return FastLanguageModel
+
+    with pytest.raises(ImportOrderError, match="sin UNSLOTH_VLLM_STANDBY=1"):
+        mi_demo.fast_language_model(sin_standby)
+    with pytest.raises(ImportOrderError):  # unsloth is now imported without Standby: only a restart repairs it
+        mi_demo.fast_language_model(sin_standby)
+    monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "1")
+    with pytest.raises(ImportOrderError, match="debe devolver FastLanguageModel"):
+        mi_demo.fast_language_model(lambda: object())
