@@ -110,8 +110,11 @@ class FakeModel:
     def fast_generate(self, prompts, sampling_params=None, use_tqdm=True, lora_request=None):
         self.calls.log.append(("fast_generate", {"prompts": list(prompts), "sampling_params": sampling_params,
                                                  "lora_request": lora_request}))
+        # vLLM's RequestOutput / CompletionOutput as the course reads them: the text, its token ids and their
+        # cumulative log-probability; the adapter's name in the text, so an answer shows which weights wrote it
         tag = "" if lora_request is None else f" [{lora_request.lora_name}]"
-        return [types.SimpleNamespace(prompt=p, outputs=[types.SimpleNamespace(text=f"#### {i}{tag}", token_ids=[i])])
+        return [types.SimpleNamespace(prompt=p, outputs=[types.SimpleNamespace(
+                    text=f"#### {i}{tag}", token_ids=[i], cumulative_logprob=-1.0 - (lora_request is not None))])
                 for i, p in enumerate(prompts)]
 
     def save_lora(self, path):
@@ -140,6 +143,10 @@ class FakeFastLanguageModel:
         bound = self._from_pretrained.bind(*args, **kwargs)
         self.calls.log.append(("from_pretrained", dict(bound.arguments)))
         model = FakeModel(self.calls, self.standby_fraction(kwargs.get("gpu_memory_utilization", 0.5)))
+        if self.tokenizer == "from_repo":  # as Unsloth does: the repository's own tokenizer (tiny_hub's files)
+            from transformers import AutoTokenizer
+
+            return model, AutoTokenizer.from_pretrained(bound.arguments["model_name"])
         return model, self.tokenizer
 
     def get_peft_model(self, model, *args, **kwargs):
@@ -281,3 +288,54 @@ def install(monkeypatch, tokenizer=None) -> FakeCard:
     del sys.modules["unsloth"]
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
     return FakeCard(state, calls, module, finder)
+
+
+# --------------------------------------------------------------------------------------------------
+# A whole process on the card (tests/fake_card_site/sitecustomize.py) and the model files it reads
+# --------------------------------------------------------------------------------------------------
+
+PROCESS_ENV = "FAKE_CARD"  # "1": every Python process started with tests/fake_card_site on PYTHONPATH runs on the card
+SITE = Path(__file__).resolve().parent / "fake_card_site"
+
+
+def install_for_process() -> FakeCard:
+    """The card for the rest of this process (sitecustomize: the labs' commands and the children they start).
+
+    Unsloth's tokenizer is the model repository's own, read from the hub cache (:func:`tiny_hub`)."""
+    import pytest
+
+    return install(pytest.MonkeyPatch(), tokenizer="from_repo")  # never undone: the process ends with it
+
+
+def tiny_hub(cache: Path) -> Path:
+    """A Hugging Face hub cache at ``cache`` where every hub model id a profile names holds the bundled 135M model's files.
+
+    The download is the one thing besides the card that this machine lacks (no network, and 8 GB per model): the
+    doctor then finds the models cached, transformers loads real (tiny) weights under the 4B's name, and
+    Unsloth's stand-in reads the repository's tokenizer. No weight of it reaches a CUDA kernel: the runs stop
+    where the trainer moves the model to the card."""
+    from labs.doctor.downloads import hub_models_of_all_profiles
+    from labs.training import models
+
+    source = models.convert_bundled_model()
+    for model_id in hub_models_of_all_profiles():  # each profile's model, and Unsloth's 4-bit and 16-bit repos
+        snapshot = cache / f"models--{model_id.replace('/', '--')}" / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True, exist_ok=True)
+        for f in Path(source).iterdir():
+            if f.is_file() and not (snapshot / f.name).exists():
+                (snapshot / f.name).symlink_to(f)
+        refs = snapshot.parent.parent / "refs"
+        refs.mkdir(exist_ok=True)
+        (refs / "main").write_text("0" * 40, encoding="utf-8")
+    return cache
+
+
+def process_env(tmp: Path) -> dict:
+    """The environment of a labs command run on the card: the site hook, the tiny hub, its own run area."""
+    import os
+
+    env = {**os.environ, PROCESS_ENV: "1", "HF_HUB_CACHE": str(tiny_hub(tmp / "hub")),
+           "COURSE_RUNS": str(tmp / "runs"), "PYTHONPATH": os.pathsep.join(
+               [str(SITE), str(SITE.parent.parent), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("HF_HOME", None)
+    return env

@@ -147,3 +147,74 @@ def test_l72s_demo_on_the_card_stops_only_for_the_models_download(card, smi, tmp
     reasons = [line for line in str(refused.value).splitlines() if line.startswith("- ")]
     assert len(reasons) == 1 and reasons[0].startswith("- Hub de Hugging Face: No llego al hub (HF_HUB_OFFLINE=1) y "
                                                        "hay que descargar Qwen/Qwen3-4B-Instruct-2507"), reasons
+
+
+def test_l72_evaluates_base_and_trained_through_unsloths_engine_and_the_saved_adapters_request(card, tmp_path):
+    """What L7.2 (lab, demo, rehearsal) does with Unsloth's model after the GRPO steps, which need the card itself:
+    the base evaluation without a LoRA request, the adapter saved into the run, ``load_lora`` on it, the trained
+    evaluation only with that request (refused without it), the summary, and the rehearsal's probe of the
+    adapter's effect. The tokenizer is a real one (the bundled model's); generation is the stand-in's engine."""
+    from transformers import AutoTokenizer
+
+    from labs.core.runfolder import RunFolder
+    from labs.l72.lora import LoraNotLoaded, evaluate_unsloth, require_lora_request, save_adapter
+    from labs.rehearsal import unsloth_part
+    from labs.rehearsal.measure import adapter_effect
+    from labs.training import data as course_data
+    from labs.training import evaluation, models
+
+    tokenizer = AutoTokenizer.from_pretrained(models.convert_bundled_model())
+    model, _ = card.unsloth.FastLanguageModel.from_pretrained(model_name="unsloth/Qwen3-4B-Instruct-2507",
+                                                              fast_inference=True)
+    rows = course_data.course_splits(get_profile("ci"), tokenizer)["eval"]
+    run = RunFolder(tmp_path / "run")
+    with pytest.raises(ValueError, match="sin adaptador"):
+        evaluate_unsloth(rows, model, tokenizer, run, "base", 16, lora_request=object())
+    base = evaluate_unsloth(rows, model, tokenizer, run, "base", 16)
+    with pytest.raises(LoraNotLoaded, match="sin lora_request"):
+        evaluate_unsloth(rows, model, tokenizer, run, "trained", 16)
+    adapter_dir = save_adapter(model, tokenizer, run)
+    assert (adapter_dir / "adapter_config.json").exists() and (adapter_dir / "tokenizer_config.json").exists()
+    request = require_lora_request(model.load_lora(str(adapter_dir)), adapter_dir)
+    with pytest.raises(LoraNotLoaded, match="evaluarías otro adaptador"):
+        require_lora_request(request, tmp_path)
+    trained = evaluate_unsloth(rows, model, tokenizer, run, "trained", 16, lora_request=request,
+                               adapter_dir=adapter_dir)
+    generated = card.calls.named("fast_generate")
+    assert [g["lora_request"] for g in generated] == [None, request]  # base without, trained with the adapter
+    assert len(generated[0]["prompts"]) == len(rows) == len(base) == len(trained)
+    summary = evaluation.summarize(run, base, trained, "Qwen3-4B-Instruct-2507 (4 bits)")
+    assert summary["n"] == len(rows)
+    effect = adapter_effect(unsloth_part._probe(model, tokenizer, rows[:2]),
+                            unsloth_part._probe(model, tokenizer, rows[:2], request))
+    assert effect == {"prompts": 2, "texts_differ": 2, "max_cumulative_logprob_diff": 1.0, "changes_output": True}
+    assert card.calls.named("fast_generate")[-1]["sampling_params"].logprobs == unsloth_part.PROBE_LOGPROBS
+
+
+def test_l72s_demo_on_the_card_refuses_unsloth_imported_without_standby_or_a_wrong_class(card, smi, tmp_path,
+                                                                                        monkeypatch):
+    """The demo's import cell on rtx5090 (the hub cache holding the models: fake_card.tiny_hub): the guard refuses
+    a student's ``importar_unsloth`` that imports unsloth without Standby, then, in that same process, any import
+    at all; and with Standby set, a function that returns something other than unsloth's FastLanguageModel."""
+    from labs.l72 import demo
+    from labs.l72.standby import ImportOrderError
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(fake_card.tiny_hub(tmp_path / "hub")))
+    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY", raising=False)
+    mi_demo = demo.Demo("rtx5090", show=lambda line: None)
+    for key in [k for k in sys.modules if k.split(".")[0] in ("trl", "transformers", "peft")]:
+        monkeypatch.delitem(sys.modules, key)  # the demo's fresh kernel (see the load test above)
+
+    def sin_standby():
+        from unsloth import FastLanguageModel
+
+        return FastLanguageModel
+
+    with pytest.raises(ImportOrderError, match="sin UNSLOTH_VLLM_STANDBY=1"):
+        mi_demo.fast_language_model(sin_standby)
+    with pytest.raises(ImportOrderError):  # unsloth is now imported without Standby: only a restart repairs it
+        mi_demo.fast_language_model(sin_standby)
+    monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "1")
+    with pytest.raises(ImportOrderError, match="debe devolver FastLanguageModel"):
+        mi_demo.fast_language_model(lambda: object())

@@ -116,3 +116,19 @@ def test_the_notebook_runs_the_students_functions_and_no_long_run():
     assert not called & long_runs  # only through demo.full_run / demo.l71_reference, which ask first
     assert "ENTRENAR_AQUI = False" in joined
     assert f"{demo.CPU_FLAG} = False" in joined and f"entrenar={demo.CPU_FLAG}" in joined
+
+
+def test_the_cpu_stand_in_loads_the_profiles_model_and_adds_the_lora_it_is_asked_for():
+    """labs.l72.standin on a CPU profile: the student's Unsloth keywords answered with transformers + PEFT (the
+    profile's model, whatever model_name says), each call saying so in Spanish."""
+    from labs.l72.standin import CpuFastLanguageModel
+
+    said = []
+    fast = CpuFastLanguageModel(get_profile("ci"), show=said.append)
+    model, tokenizer = fast.from_pretrained(model_name="unsloth/Qwen3-4B-Instruct-2507", max_seq_length=640,
+                                            load_in_4bit=True, fast_inference=True, gpu_memory_utilization=0.6)
+    assert tokenizer.model_max_length == 640 and "sin 4 bits (load_in_4bit=True)" in said[0]
+    peft = fast.get_peft_model(model, r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], random_state=3)
+    config = peft.peft_config["default"]
+    assert (config.r, config.lora_alpha, sorted(config.target_modules)) == (8, 16, ["q_proj", "v_proj"])
+    assert "r=8, lora_alpha=16" in said[1] and "use_gradient_checkpointing='unsloth'" in said[1]

@@ -337,3 +337,29 @@ def test_a_failed_part_makes_the_rehearsal_exit_non_zero_with_its_reason(tmp_pat
     record = json.loads((root / REHEARSAL_JSON).read_text())
     assert record["status"] == "failed" and record["parts"]["l71"]["ok"] is False and "l72" not in record["parts"]
     assert "[ensayo] FALLÓ (error): El entorno no está listo para el perfil 'rtx5090'" in proc.stderr
+
+
+def test_the_rehearsal_measures_step_times_folder_sizes_and_the_logged_completion_length(tmp_path):
+    """labs.rehearsal.measure on a real run folder: each kind of file counted once, in its own column."""
+    from labs.core.runfolder import RunFolder
+    from labs.rehearsal.measure import mean_completion_tokens, run_disk, step_timer
+
+    run = RunFolder(tmp_path / "run")
+    for rel, size in {"checkpoints/checkpoint-1/adapter.bin": 300, "checkpoints/checkpoint-2/adapter.bin": 500,
+                      "model/adapter.bin": 200, "eval/base.jsonl": 40, "eval/trained.jsonl": 60}.items():
+        (run.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run.root / rel).write_bytes(b"x" * size)
+    rows = [{"step": 1, "completions/mean_length": 10.0}, {"step": 2, "completions/mean_length": 30},
+            {"step": 2, "loss": 0.1}]
+    run.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    logs = run.metrics_path.stat().st_size
+    disk = run_disk(run, steps=2, eval_problems=4)
+    assert (disk["checkpoint_bytes"], disk["model_bytes"], disk["eval_bytes"]) == (500, 200, 100)
+    assert disk["log_bytes"] == logs and disk["log_bytes_per_step"] == logs / 2
+    assert disk["eval_bytes_per_problem"] == 25 and disk["total_bytes"] == 1100 + logs
+    assert mean_completion_tokens(run) == 20.0 and mean_completion_tokens(RunFolder(tmp_path / "none")) is None
+    timer = step_timer()
+    timer.on_step_end(None, None, None)  # an end without a begin records nothing
+    timer.on_step_begin(None, None, None)
+    timer.on_step_end(None, None, None)
+    assert len(timer.seconds) == 1 and 0 <= timer.seconds[0] < 5
