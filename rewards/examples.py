@@ -83,14 +83,16 @@ def score_table(funcs, examples=EXAMPLES, gold: str = GOLD) -> list[dict]:
 def check_against_hacks(rows: list[dict]) -> dict:
     """Which hacks score at least as much as the worst-paid honest correct answer (the first two examples).
 
-    ``{"bar": total of that honest answer, "closed": [labels], "open": [labels]}``: a hack is closed when
-    it scores strictly less than every honest correct answer.
+    ``{"bar": total of that honest answer, "bar_label": its label, "closed": [labels], "open": [labels]}``: a hack
+    is closed when it scores strictly less than every honest correct answer.
     """
     honest_correct = [r for r in rows if r["honest"] and r["label"] in (EXAMPLES[0].label, EXAMPLES[1].label)]
-    bar = min(r["total"] for r in honest_correct)
+    worst_paid = min(honest_correct, key=lambda r: r["total"])
+    bar = worst_paid["total"]
     hacks = [r for r in rows if not r["honest"]]
     return {
         "bar": bar,
+        "bar_label": worst_paid["label"],
         "closed": [r["label"] for r in hacks if r["total"] < bar],
         "open": [r["label"] for r in hacks if not r["total"] < bar],
     }

@@ -132,6 +132,7 @@ def test_the_course_functions_leave_only_filler_reasoning_open():
     assert len(result["closed"]) == sum(not e.honest for e in examples.EXAMPLES) - 1
     by_label = {r["label"]: r["total"] for r in rows}
     assert by_label["dos respuestas"] == pytest.approx(0.2) and by_label["número correcto sin etiquetas"] == 0.0
+    assert by_label[result["bar_label"]] == result["bar"]  # the honest answer the bar is read from
 
 
 def test_the_student_function_closes_the_open_hack():
