@@ -130,7 +130,7 @@ def run_lab(work: Path) -> dict:
 def render_markdown(records: list[dict]) -> str:
     # the CPU kind decides the `cpu` profile's precision (bf16 or float32), so each row names it
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from front_door import KINDS, cpu_kind
+    from front_door import kind_label
 
     lines = ["# The course beside the plain TRL script (L7.1, `cpu` profile)", "",
              f"Written by `benchmarks/bench_plain_trl.py` from `{RESULTS.name}`; do not edit by hand. Ratios are "
@@ -143,7 +143,7 @@ def render_markdown(records: list[dict]) -> str:
         ms = c["median_step_s"]
         lines.append(
             f"| {r['date'][:16].replace('T', ' ')} | {r['commit'][:9]} | {r['machine']['cpu']} | "
-            f"{KINDS[cpu_kind(r['machine'].get('bf16_flags', {}))].split(':')[0]} | {r['machine']['load_average_at_start'][0]:.2f} | {r['order']} | {ms['plain']:.1f} s / {ms['lab']:.1f} s | "
+            f"{kind_label(r['machine'].get('bf16_flags'))} | {r['machine']['load_average_at_start'][0]:.2f} | {r['order']} | {ms['plain']:.1f} s / {ms['lab']:.1f} s | "
             f"{c['step_time_ratio']}x | {p['wall_s']:.0f} s / {lab['wall_s']:.0f} s | {c['wall_ratio']}x | "
             f"{p['peak_rss_gib']:.2f} / {lab['peak_rss_gib']:.2f} GiB | {c['peak_rss_ratio']}x | "
             f"{'yes' if c['rewards_per_step']['same'] else 'no (max diff ' + str(c['rewards_per_step']['max_abs_diff']) + ')'} | "

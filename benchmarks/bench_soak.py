@@ -87,7 +87,7 @@ def machine() -> dict:
 def render_markdown(records: list[dict]) -> str:
     # the CPU kind decides the `ci` profile's precision (bf16 or float32), and so how much memory a step holds
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from front_door import KINDS, cpu_kind
+    from front_door import kind_label
 
     lines = ["# Resident memory over a long run", "",
              f"Written by `benchmarks/bench_soak.py` from `{RESULTS.name}`; do not edit by hand. Slope: least squares "
@@ -96,9 +96,7 @@ def render_markdown(records: list[dict]) -> str:
              "peak (resources.json) | slope | goal met |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         a = r["analysis"]
-        flags = r["machine"].get("bf16_flags")
-        kind = KINDS[cpu_kind(flags)].split(":")[0] if flags is not None else "not recorded"
-        lines.append(f"| {r['date'][:16].replace('T', ' ')} | {r['commit'][:9]} | {kind} | {r['profile']} | {r['steps']} "
+        lines.append(f"| {r['date'][:16].replace('T', ' ')} | {r['commit'][:9]} | {kind_label(r['machine'].get('bf16_flags'))} | {r['profile']} | {r['steps']} "
                      f"| {r['threads']} | {a['warmup_steps']} | {a['rss_first_gib']} GiB | {a['rss_after_warmup_gib']} GiB "
                      f"| {a['rss_last_gib']} GiB | {r.get('peak_rss_gib')} GiB | {a['slope_mib_per_step']} MiB/step "
                      f"| {'yes' if a['goal_met'] else 'no'} |")

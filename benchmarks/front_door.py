@@ -120,6 +120,12 @@ def cpu_kind(bf16_flags: dict) -> str:
     return "avx512_bf16" if bf16_flags.get("avx512_bf16") else "no_bf16"
 
 
+def kind_label(bf16_flags: dict | None) -> str:
+    """The CPU kind of a record's bf16 flags in words, without the budget, for the other benchmarks' tables (the
+    kind decides the CPU profiles' precision); "not recorded" for a record from before they kept the flags."""
+    return "not recorded" if bf16_flags is None else KINDS[cpu_kind(bf16_flags)].split(":")[0]
+
+
 def verdicts(name: str, figures: dict, kind: str) -> dict:
     """Each budget of ``kind`` for command ``name`` met or not (empty where the kind has no budget)."""
     goal = BUDGETS.get(kind, {}).get(name, {})

@@ -39,6 +39,12 @@ def test_each_cpu_kind_gets_its_own_budget():
     assert front_door.cpu_kind({"avx512_bf16": True, "amx_bf16": True, "amx_tile": True}) == "amx"
     assert front_door.cpu_kind({"avx512_bf16": True, "amx_bf16": False, "amx_tile": False}) == "avx512_bf16"
     assert front_door.cpu_kind({"avx512_bf16": False, "amx_bf16": False, "amx_tile": False}) == "no_bf16"
+
+
+def test_the_other_benchmarks_tables_name_the_kind_or_say_it_was_not_recorded():
+    assert front_door.kind_label({"avx512_bf16": False, "amx_bf16": False, "amx_tile": False}) == "no bf16 units"
+    assert front_door.kind_label({"avx512_bf16": True, "amx_bf16": False, "amx_tile": False}) == front_door.KINDS["avx512_bf16"]
+    assert front_door.kind_label(None) == "not recorded"  # a record from before the flags were kept: no kind guessed
     make = {"wall_s": 9 * 60 + 4.0, "peak_rss_gib": 6.0}
     # 9 min 4 s: over AMX's 8.5 minutes, within the 11 minutes of bf16 units without AMX; 6.0 GiB is within 6.0
     assert front_door.verdicts("make", make, "amx") == {"wall_s <= 510": False, "peak_rss_gib <= 6": True}
