@@ -163,6 +163,23 @@ def test_cpu_stack_with_triton_or_pypi_torchvision_is_an_error():
     assert "pip uninstall -y torchvision triton" in blockers.fix_es
 
 
+def test_a_cpu_profile_on_the_gpu_stack_is_an_error_before_anything_loads():
+    """On a 5090 with the GPU stack, ``--profile ci`` (or cpu) put the trainer on the CPU, and TRL 1.15's loss always
+    launches its Triton kernel, which cannot read CPU tensors: the run crashed at its first step, after the format
+    pass and vLLM's start. The doctor only warned about vLLM. Now it refuses, says why and what to use."""
+    for name in ("ci", "cpu"):
+        checks = evaluate(load("rtx5090_good"), name)
+        blockers = by_name(checks)[C.CPU_CONFLICTS]
+        assert blockers.level == ERROR and C.CPU_CONFLICTS in levels(checks, ERROR), blockers
+        assert "TRL 1.15.0" in blockers.detail and "Triton" in blockers.detail, blockers.detail
+        assert "rtx5090" in blockers.fix_es and "requirements.txt" in blockers.fix_es, blockers.fix_es
+    # the GPU profiles on the same machine, and a GPU stack whose TRL has a CPU path, are not refused
+    assert levels(evaluate(load("rtx5090_good"), "rtx5090"), ERROR) == []
+    record = load("rtx5090_good")
+    record["packages"]["trl"] = "1.16.0"
+    assert by_name(evaluate(record, "ci")).get(C.CPU_CONFLICTS) is None
+
+
 def test_old_driver_is_an_error_and_cuda13_raises_the_minimum():
     record = load("rtx5090_good")
     # a whole CUDA 12 stack (torch and vLLM): Blackwell's floor, 570

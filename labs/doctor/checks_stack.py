@@ -319,9 +319,34 @@ def check_pins(r: dict, profile: Profile) -> Check:
     return Check(PINS, OK, f"Coinciden con {filename} ({compared} paquetes comparados).")
 
 
+# The first TRL whose GRPO loss has a torch path for CPU tensors (``_use_triton(device)``); TRL 1.15 always launches its
+# Triton log-prob kernel (``fused_lm_head=True`` in ``_get_per_token_logps_and_entropies``), which cannot read them.
+TRL_CPU_LOSS = "1.16.0"
+
+
+def _trl_without_cpu_loss(r: dict) -> str | None:
+    """The installed TRL's version when its GRPO loss cannot run on CPU tensors (before TRL_CPU_LOSS), else None."""
+    trl = (r.get("packages") or {}).get("trl")
+    version = _version(trl)
+    return trl if version is not None and version < Version(TRL_CPU_LOSS) else None
+
+
 def check_cpu_conflicts(r: dict, profile: Profile) -> Check | None:
-    if not profile.use_cpu or not _torch_is_cpu_build(r):
+    if not profile.use_cpu:
         return None
+    if not _torch_is_cpu_build(r):
+        # the GPU stack and a CPU profile: the trainer runs on the CPU, and only its TRL decides whether a step can
+        old_trl = _trl_without_cpu_loss(r)
+        if old_trl is None:
+            return None
+        gpu_profiles = " o ".join(f"'{n}'" for n, p in PROFILES.items() if not p.use_cpu)
+        return Check(CPU_CONFLICTS, ERROR,
+                     f"El perfil '{profile.name}' entrena en la CPU y este es el entorno de GPU: TRL {old_trl} calcula "
+                     "la pérdida de GRPO siempre con su kernel de Triton, que no lee datos de la CPU; el primer paso "
+                     f"fallaría después de preparar el modelo y vLLM (TRL {TRL_CPU_LOSS} o posterior sí tiene camino "
+                     "de CPU).",
+                     f"En esta máquina usa un perfil de GPU ({gpu_profiles}: python -m labs profile), o entrena en CPU "
+                     f"con el entorno de CPU en otro venv (pip install -r {CPU_REQUIREMENTS}).")
     packages = r.get("packages") or {}
     present = [n for n in CPU_BLOCKERS if packages.get(n)]
     if not present:
