@@ -7,6 +7,8 @@ signatures; under the CPU stack (no Unsloth) these skip.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -218,3 +220,116 @@ def test_l72s_demo_on_the_card_refuses_unsloth_imported_without_standby_or_a_wro
     monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "1")
     with pytest.raises(ImportOrderError, match="debe devolver FastLanguageModel"):
         mi_demo.fast_language_model(lambda: object())
+
+
+def _fresh_unsloth_process(monkeypatch):
+    """The lab's fresh process for the import guard: trl, transformers and peft set aside (see the load test)."""
+    from labs.l72.standby import enable_standby_and_import_unsloth
+
+    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY", raising=False)
+    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE", raising=False)
+    for key in [k for k in sys.modules if k.split(".")[0] in ("trl", "transformers", "peft")]:
+        monkeypatch.delitem(sys.modules, key)
+    enable_standby_and_import_unsloth()
+
+
+def test_l72_stops_when_unsloth_loads_the_model_without_its_vllm_engine(card, monkeypatch):
+    """Unsloth turns ``fast_inference`` off without raising when vLLM does not start (a broken vLLM, an old card):
+    the model comes back without ``vllm_engine``. L7.2 stops right there, in Spanish, before the LoRA."""
+    from labs.l72 import gpu
+    from labs.l72.standby import UnslothLoadFailed
+
+    _fresh_unsloth_process(monkeypatch)
+    loader = card.unsloth.FastLanguageModel
+    load = loader.from_pretrained
+
+    def without_engine(*args, **kwargs):
+        model, tokenizer = load(*args, **kwargs)
+        del model.vllm_engine  # what Unsloth returns after disabling fast_inference
+        return model, tokenizer
+
+    monkeypatch.setattr(loader, "from_pretrained", without_engine)
+    with pytest.raises(UnslothLoadFailed, match="sin vLLM") as failed:
+        gpu.load_unsloth_model(get_profile("rtx5090").replace(backend="unsloth"), show=lambda line: None)
+    assert "python -m labs doctor" in str(failed.value)
+    assert card.calls.named("get_peft_model") == []
+
+
+def _finish(run) -> None:
+    from labs.core.runfolder import STATE_FINISHED
+
+    run.write_status(STATE_FINISHED, 1, 1)
+
+
+def test_python_m_labs_l72_on_a_finished_run_says_so_and_loads_nothing(card, tmp_path, monkeypatch, capsys):
+    """A second ``python -m labs l72`` after the run finished: the run is only read (no doctor, no model)."""
+    from labs.l71 import lab as l71
+    from labs.l72 import lab, recipe_rule
+    from labs.l72.steps import LAB
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
+    planned = recipe_rule.plan(get_profile("rtx5090"), {}, saved=True)[0]
+    run = l71.new_run(planned, None, False, LAB)
+    _finish(run)
+    assert lab.run_lab("rtx5090") == run.root  # the profile by its name, as the command line passes it
+    assert f"{run.root} ya terminó" in capsys.readouterr().out
+    assert card.calls.named("from_pretrained") == []
+
+
+def test_l72s_demo_with_entrenar_aqui_trains_the_whole_run_unless_it_already_finished(card, smi, tmp_path,
+                                                                                        monkeypatch):
+    """``ENTRENAR_AQUI = True`` in the L7.2 notebook on the card: the demo becomes the whole run, with its expected
+    duration; once that run has finished, the demo runs alone. Both then stop at the hub (no download here)."""
+    from labs.doctor.runnable import EnvironmentNotReady
+    from labs.l71 import lab as l71
+    from labs.l72 import demo
+    from labs.l72.steps import LAB
+
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("COURSE_RUNS", str(runs))
+    lines: list[str] = []
+    with pytest.raises(EnvironmentNotReady):
+        demo.Demo("rtx5090", entrenar_aqui=True, show=lines.append)
+    full = [line for line in lines if line.startswith("ENTRENAR_AQUI = True: entreno aquí el run completo")]
+    assert len(full) == 1 and "(unas " in full[0], lines
+    run = l71.new_run(demo.l72_profile(get_profile("rtx5090"))[0], None, False, LAB)  # the whole run's folder
+    assert str(run.root) in full[0]
+    _finish(run)
+    lines.clear()
+    with pytest.raises(EnvironmentNotReady):
+        demo.Demo("rtx5090", entrenar_aqui=True, show=lines.append)
+    assert f"ENTRENAR_AQUI = True, pero {run.root} ya terminó: hago solo la demo." in lines, lines
+
+
+def test_the_terminal_command_of_l72_names_the_profile_only_when_the_lab_would_not_pick_it(monkeypatch):
+    from labs.l72 import demo
+
+    monkeypatch.setenv("COURSE_PROFILE", "rtx5090")
+    assert demo.terminal_command(get_profile("rtx5090")) == "python -m labs l72"
+    assert "--profile rtx5090-base" in demo.terminal_command(get_profile("rtx5090-base"))
+
+
+def test_the_trained_evaluation_accepts_unsloths_merged_and_in_tensor_lora_requests(tmp_path):
+    """Besides vLLM's ``LoRARequest`` for a saved folder, Unsloth's ``load_lora`` can answer with an adapter folded
+    into the engine (``_MergedLoRARequest``, marked ``_unsloth_merged``) or carried as tensors (its ``LoRARequest``
+    with ``lora_tensors``, no folder): both name the trained adapter. The shapes are read from the pinned
+    unsloth_zoo's source (importing it patches the process), then the guard is given objects of those shapes."""
+    import importlib.machinery
+
+    from labs.l72.lora import LoraNotLoaded, require_lora_request
+
+    spec = importlib.machinery.PathFinder.find_spec("unsloth_zoo")
+    zoo = Path(next(iter(spec.submodule_search_locations)))  # pyright: ignore[reportOptionalMemberAccess]
+    assert "    _unsloth_merged = True" in (zoo / "vllm_utils.py").read_text(encoding="utf-8")
+    assert "    lora_tensors: Optional[Dict[str, torch.Tensor]] = None" in \
+        (zoo / "vllm_lora_request.py").read_text(encoding="utf-8")
+
+    class MergedLoRARequest:  # unsloth_zoo.vllm_utils._MergedLoRARequest's marker
+        _unsloth_merged = True
+
+    merged = MergedLoRARequest()
+    assert require_lora_request(merged, tmp_path) is merged
+    in_tensors = SimpleNamespace(lora_name="trained", lora_int_id=1, lora_path="", lora_tensors={"w": [0.0]})
+    assert require_lora_request(in_tensors, tmp_path) is in_tensors
+    with pytest.raises(LoraNotLoaded, match="lora_int_id"):
+        require_lora_request(SimpleNamespace(lora_name="trained", lora_int_id=0, lora_tensors={"w": [0.0]}))

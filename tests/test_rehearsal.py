@@ -342,7 +342,7 @@ def test_a_failed_part_makes_the_rehearsal_exit_non_zero_with_its_reason(tmp_pat
 def test_the_rehearsal_measures_step_times_folder_sizes_and_the_logged_completion_length(tmp_path):
     """labs.rehearsal.measure on a real run folder: each kind of file counted once, in its own column."""
     from labs.core.runfolder import RunFolder
-    from labs.rehearsal.measure import mean_completion_tokens, run_disk, step_timer
+    from labs.rehearsal.measure import folder_bytes, mean_completion_tokens, run_disk, step_timer
 
     run = RunFolder(tmp_path / "run")
     for rel, size in {"checkpoints/checkpoint-1/adapter.bin": 300, "checkpoints/checkpoint-2/adapter.bin": 500,
@@ -358,6 +358,7 @@ def test_the_rehearsal_measures_step_times_folder_sizes_and_the_logged_completio
     assert disk["log_bytes"] == logs and disk["log_bytes_per_step"] == logs / 2
     assert disk["eval_bytes_per_problem"] == 25 and disk["total_bytes"] == 1100 + logs
     assert mean_completion_tokens(run) == 20.0 and mean_completion_tokens(RunFolder(tmp_path / "none")) is None
+    assert folder_bytes(run.root / "model/adapter.bin") == 200 and folder_bytes(tmp_path / "none") == 0  # a file
     timer = step_timer()
     timer.on_step_end(None, None, None)  # an end without a begin records nothing
     timer.on_step_begin(None, None, None)
