@@ -75,6 +75,14 @@ CHECK_MARKERS := not trains and not notebook
 # their reason; TRL 1.15 cannot take a GRPO step on a CPU, so the training tests stay on the CPU stack.
 GPU_STACK_MARKERS := not trains and (not slow or exercise_checks or gpu_stack_leg)
 
+# The GPU-path modules (pyproject.toml [tool.coverage.run]) hold a CPU path too (L7.2's fallback, the format pass on
+# a CPU, the rehearsal's CPU part) that only the CPU stack can train. CI's first leg measures them on that stack
+# (.ci/run: make test CPU_LEG_COVERAGE=.coverage-cpu-leg); the GPU leg then reports both legs
+# (tools/gpu_path_coverage.py). A student's `make test` measures nothing.
+CPU_LEG_COVERAGE ?=
+CPU_LEG_COV_ENV = $(if $(CPU_LEG_COVERAGE),COVERAGE_FILE=$(abspath $(CPU_LEG_COVERAGE)))
+CPU_LEG_COV_ARGS = $(if $(CPU_LEG_COVERAGE),--cov --cov-report=)
+
 # Static checks, before any test (seconds): ruff with the rules pyproject.toml chooses, over the whole repository
 # but the notebooks (pyproject.toml says why).
 LINT = $(PY) -m ruff check .
@@ -106,8 +114,8 @@ test: $(STAMP)
 else
 test: $(STAMP)
 	$(LINT)
-	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) --nbval-lax --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -m "not gpu_stack_leg" \
+	$(TEST_ENV) $(CPU_LEG_COV_ENV) $(PY) -m pytest -p no:cacheprovider --durations=25 $(PARALLEL) --nbval-lax \
+		--nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -m "not gpu_stack_leg" $(CPU_LEG_COV_ARGS) \
 		tests $(NOTEBOOKS) $(PYTEST_ARGS)
 endif
 
@@ -125,6 +133,7 @@ test-gpu-stack:
 	$(TYPECHECK)
 	$(TEST_ENV) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider --durations=10 -rs $(PARALLEL) \
 		--cov --cov-report=term-missing -m "$(GPU_STACK_MARKERS)" tests $(PYTEST_ARGS)
+	$(GPU_VENV)/bin/python tools/gpu_path_coverage.py --cpu-leg $(or $(CPU_LEG_COVERAGE),.coverage-cpu-leg)
 
 # Rebuild the student notebooks (notebooks/) from the sources with otter assign; never edit notebooks/ by hand.
 notebooks: $(STAMP)
