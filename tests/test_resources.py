@@ -149,3 +149,47 @@ def test_a_step_records_what_it_left_resident_before_the_freed_pages_go_back(tmp
     callback.on_log(SimpleNamespace(max_steps=2), state, SimpleNamespace(), logs={"loss": 0.5})
     assert calls == ["measure", "release"]
     assert run.metrics()[0][resources.RSS_KEY] == 5.5
+
+
+def _nvidia_smi(tmp_path, monkeypatch, body: str):
+    """An ``nvidia-smi`` on PATH that prints ``body`` for the memory query, as the driver's tool does (MiB)."""
+    import os
+
+    folder = tmp_path / "driver"
+    folder.mkdir(exist_ok=True)
+    script = folder / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\nprintf '{body}'\n", encoding="utf-8")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_run_without_torch_on_the_card_reads_its_memory_from_nvidia_smi(tmp_path, monkeypatch):
+    """The rehearsal's parent process holds no CUDA context: it samples the card through nvidia-smi (MiB -> GiB), and
+    a run's record gets the card's peak, what was in use before, and the difference; an answer it cannot read
+    (no GPU listed, a driver message) is no sample, never a crash."""
+    from labs.core.resources import ResourceMonitor, nvidia_smi_used_gib
+
+    _nvidia_smi(tmp_path, monkeypatch, "2048\\n")
+    assert nvidia_smi_used_gib() == 2.0
+    monitor = ResourceMonitor(gpu="nvidia-smi")
+    monitor.sample()
+    _nvidia_smi(tmp_path, monkeypatch, "6144\\n")
+    monitor.sample()
+    gpu = monitor.stop()["gpu"]
+    assert (gpu["device_used_before_gib"], gpu["device_used_peak_gib"], gpu["device_used_by_run_gib"]) == (2.0, 6.0, 4.0)
+    for unreadable in ("", "No devices were found\\n"):
+        _nvidia_smi(tmp_path, monkeypatch, unreadable)
+        assert nvidia_smi_used_gib() is None
+
+
+def test_sampling_a_process_that_has_ended_records_nothing_and_does_not_raise():
+    import subprocess
+    import sys
+
+    from labs.core.resources import ResourceMonitor
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid names no process now
+    monitor = ResourceMonitor(pid=gone.pid)
+    monitor.sample()
+    assert monitor.rss_peak == 0.0 and monitor.stop()["gpu"] is None
