@@ -333,3 +333,22 @@ def test_the_trained_evaluation_accepts_unsloths_merged_and_in_tensor_lora_reque
     assert require_lora_request(in_tensors, tmp_path) is in_tensors
     with pytest.raises(LoraNotLoaded, match="lora_int_id"):
         require_lora_request(SimpleNamespace(lora_name="trained", lora_int_id=0, lora_tensors={"w": [0.0]}))
+
+
+def test_l72s_demo_is_remade_from_scratch_each_time_it_runs(card, smi, tmp_path, monkeypatch):
+    """The notebook's demo folder (``l72-demo-<profile>``) from an earlier try is removed before the new demo starts:
+    its few steps are redone every time, while the long runs are never removed."""
+    from labs.doctor.runnable import EnvironmentNotReady
+    from labs.l72 import demo
+
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("COURSE_RUNS", str(runs))
+    old = runs / "l72-demo-rtx5090" / "metrics.jsonl"
+    old.parent.mkdir(parents=True)
+    old.write_text('{"step": 1}\n', encoding="utf-8")
+    kept = runs / "l72-rtx5090" / "metrics.jsonl"
+    kept.parent.mkdir(parents=True)
+    kept.write_text('{"step": 1}\n', encoding="utf-8")
+    with pytest.raises(EnvironmentNotReady):  # then it stops at the hub, as the demo test above
+        demo.Demo("rtx5090", show=lambda line: None)
+    assert not old.exists() and kept.exists()
