@@ -78,7 +78,7 @@ GPU_STACK_MARKERS := not trains and (not slow or exercise_checks or gpu_stack_le
 # The GPU-path modules (pyproject.toml [tool.coverage.run]) hold a CPU path too (L7.2's fallback, the format pass on
 # a CPU, the rehearsal's CPU part) that only the CPU stack can train. CI's first leg measures them on that stack
 # (.ci/run: make test CPU_LEG_COVERAGE=.coverage-cpu-leg); the GPU leg then reports both legs
-# (tools/gpu_path_coverage.py). A student's `make test` measures nothing.
+# (tools/gpu_path_coverage.py), and fails under 95 % when it has both. A student's `make test` measures nothing.
 CPU_LEG_COVERAGE ?=
 CPU_LEG_COV_ENV = $(if $(CPU_LEG_COVERAGE),COVERAGE_FILE=$(abspath $(CPU_LEG_COVERAGE)))
 CPU_LEG_COV_ARGS = $(if $(CPU_LEG_COVERAGE),--cov --cov-report=)
@@ -133,7 +133,7 @@ test-gpu-stack:
 	$(TYPECHECK)
 	$(TEST_ENV) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider --durations=10 -rs $(PARALLEL) \
 		--cov --cov-report=term-missing -m "$(GPU_STACK_MARKERS)" tests $(PYTEST_ARGS)
-	$(GPU_VENV)/bin/python tools/gpu_path_coverage.py --cpu-leg $(or $(CPU_LEG_COVERAGE),.coverage-cpu-leg)
+	$(GPU_VENV)/bin/python tools/gpu_path_coverage.py --cpu-leg $(or $(CPU_LEG_COVERAGE),.coverage-cpu-leg) --fail-under 95
 
 # Rebuild the student notebooks (notebooks/) from the sources with otter assign; never edit notebooks/ by hand.
 notebooks: $(STAMP)
