@@ -294,6 +294,19 @@ def install(monkeypatch, tokenizer=None) -> FakeCard:
 # A whole process on the card (tests/fake_card_site/sitecustomize.py) and the model files it reads
 # --------------------------------------------------------------------------------------------------
 
+def nvidia_smi_on_path(folder: Path, script: str, monkeypatch) -> Path:
+    """An executable ``nvidia-smi`` in ``folder`` that runs the shell ``script``, put first on PATH for one test:
+    the driver's tool, which the doctor, the rehearsal, the resource monitor and make ask."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "nvidia-smi"
+    exe.write_text("#!/bin/sh\n" + script + "\n", encoding="utf-8")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return exe
+
+
 PROCESS_ENV = "FAKE_CARD"  # "1": every Python process started with tests/fake_card_site on PYTHONPATH runs on the card
 SITE = Path(__file__).resolve().parent / "fake_card_site"
 

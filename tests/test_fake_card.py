@@ -76,17 +76,10 @@ def test_l72_loads_its_model_through_unsloth_on_a_faked_5090(card, monkeypatch):
 @pytest.fixture
 def smi(tmp_path, monkeypatch):
     """``nvidia-smi`` answering as the driver of one RTX 5090 (the doctor, the rehearsal and make ask it)."""
-    import os
-
-    folder = tmp_path / "driver"
-    folder.mkdir()
-    script = folder / "nvidia-smi"
-    script.write_text('#!/bin/sh\ncase "$*" in\n  *query-gpu*) echo "NVIDIA GeForce RTX 5090, 590.44.01";;\n'
-                      '  -L) echo "GPU 0: NVIDIA GeForce RTX 5090 (UUID: GPU-5090)";;\n'
-                      '  *) echo "NVIDIA-SMI 590.44.01";;\nesac\n', encoding="utf-8")
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    return script
+    return fake_card.nvidia_smi_on_path(tmp_path / "driver", 'case "$*" in\n'
+                                        '  *query-gpu*) echo "NVIDIA GeForce RTX 5090, 590.44.01";;\n'
+                                        '  -L) echo "GPU 0: NVIDIA GeForce RTX 5090 (UUID: GPU-5090)";;\n'
+                                        '  *) echo "NVIDIA-SMI 590.44.01";;\nesac', monkeypatch)
 
 
 def test_the_doctor_passes_an_rtx_5090_with_the_gpu_stack(card, smi, capsys, monkeypatch):

@@ -153,14 +153,9 @@ def test_a_step_records_what_it_left_resident_before_the_freed_pages_go_back(tmp
 
 def _nvidia_smi(tmp_path, monkeypatch, body: str):
     """An ``nvidia-smi`` on PATH that prints ``body`` for the memory query, as the driver's tool does (MiB)."""
-    import os
+    import fake_card
 
-    folder = tmp_path / "driver"
-    folder.mkdir(exist_ok=True)
-    script = folder / "nvidia-smi"
-    script.write_text(f"#!/bin/sh\nprintf '{body}'\n", encoding="utf-8")
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    fake_card.nvidia_smi_on_path(tmp_path / "driver", f"printf '{body}'", monkeypatch)
 
 
 def test_a_run_without_torch_on_the_card_reads_its_memory_from_nvidia_smi(tmp_path, monkeypatch):
