@@ -335,7 +335,7 @@ def check_cpu_conflicts(r: dict, profile: Profile) -> Check | None:
     if not profile.use_cpu:
         return None
     if not _torch_is_cpu_build(r):
-        # the GPU stack and a CPU profile: the trainer runs on the CPU, and only its TRL decides whether a step can
+        # the GPU stack and a CPU profile: the trainer runs on the CPU, and its TRL decides whether a step can run there
         old_trl = _trl_without_cpu_loss(r)
         if old_trl is None:
             return None
