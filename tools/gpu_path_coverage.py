@@ -17,6 +17,7 @@ leg ran with the start of each range's first line: docs/testing.md's list of wha
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -33,12 +34,17 @@ def executed(data_file: Path) -> dict[str, set[int]]:
     return {os.path.relpath(f, REPO): set(data.lines(f) or ()) for f in data.measured_files()}
 
 
-def statements(rel: str) -> set[int]:
-    """The module's executable statements, as coverage counts them (pyproject.toml's exclusions applied)."""
+@functools.cache
+def _analyser():
+    """One coverage object with pyproject.toml's settings, for every module's analysis."""
     import coverage
 
-    cov = coverage.Coverage(data_file=None, config_file=str(REPO / "pyproject.toml"))
-    _, stmts, excluded, _, _ = cov.analysis2(str(REPO / rel))
+    return coverage.Coverage(data_file=None, config_file=str(REPO / "pyproject.toml"))
+
+
+def statements(rel: str) -> set[int]:
+    """The module's executable statements, as coverage counts them (pyproject.toml's exclusions applied)."""
+    _, stmts, excluded, _, _ = _analyser().analysis2(str(REPO / rel))
     return set(stmts) - set(excluded)
 
 
@@ -71,8 +77,8 @@ def missed_ranges(gpu: dict[str, set[int]], cpu: dict[str, set[int]] | None, und
     return lines
 
 
-def table(gpu: dict[str, set[int]], cpu: dict[str, set[int]] | None) -> tuple[list[str], int, int]:
-    """Lines of the report, total statements, total missed by the union (by the GPU leg when ``cpu`` is None)."""
+def table(gpu: dict[str, set[int]], cpu: dict[str, set[int]] | None) -> tuple[list[str], float]:
+    """Lines of the report and the union's coverage in percent (the GPU leg's when ``cpu`` is None)."""
     rows, total, missed_both = [], 0, 0
     header = f"{'module':40} {'stmts':>6} {'GPU leg':>8} {'CPU leg':>8} {'both':>6} {'cover':>7}"
     rows.append(header)
@@ -96,7 +102,7 @@ def table(gpu: dict[str, set[int]], cpu: dict[str, set[int]] | None) -> tuple[li
     share = 100.0 * (total - missed_both) / total if total else 100.0
     cpu_total = f"{total_cpu:8d}" if cpu is not None else f"{'-':>8}"
     rows.append(f"{'TOTAL':40} {total:6d} {total_gpu:8d} {cpu_total} {missed_both:6d} {share:6.1f}%")
-    return rows, total, missed_both
+    return rows, share
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,13 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.missed:
         print("\n".join(missed_ranges(gpu, cpu, args.under)))
         return 0
-    rows, total, missed = table(gpu, cpu)
+    rows, share = table(gpu, cpu)
     print("GPU-path coverage: statements each leg left unrun ('missed'), and those neither ran ('both')")
     print("\n".join(rows))
     if cpu is None:
         print(f"No data from the CPU leg at {args.cpu_leg}: 'both' is the GPU leg alone. CI's first leg writes it "
               f"(make test CPU_LEG_COVERAGE={args.cpu_leg.name}).")
-    share = 100.0 * (total - missed) / total if total else 100.0
     if args.fail_under is not None and cpu is not None and share < args.fail_under:
         print(f"GPU-path coverage {share:.1f} % is under {args.fail_under} %.", file=sys.stderr)
         return 2
