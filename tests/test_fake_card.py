@@ -51,15 +51,8 @@ def test_l72_loads_its_model_through_unsloth_on_a_faked_5090(card, monkeypatch):
     under Standby (it read the installed vLLM's version through ``package_version``, whose import was missing:
     NameError here), the load with vLLM inside, the fraction read back from the engine, then the LoRA."""
     from labs.l72 import gpu
-    from labs.l72.standby import enable_standby_and_import_unsloth
 
-    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY", raising=False)
-    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE", raising=False)
-    # Other tests of this worker imported trl, transformers or peft: the guard would rightly refuse this process.
-    # Set aside for this test (nothing below imports them), so it sees the lab's fresh process.
-    for key in [k for k in sys.modules if k.split(".")[0] in ("trl", "transformers", "peft")]:
-        monkeypatch.delitem(sys.modules, key)
-    enable_standby_and_import_unsloth()
+    _fresh_unsloth_process(monkeypatch)
     assert card.finder.imported_with == {"UNSLOTH_VLLM_STANDBY": "1"}
     profile = get_profile("rtx5090").replace(backend="unsloth")
     lines = []
@@ -216,7 +209,9 @@ def test_l72s_demo_on_the_card_refuses_unsloth_imported_without_standby_or_a_wro
 
 
 def _fresh_unsloth_process(monkeypatch):
-    """The lab's fresh process for the import guard: trl, transformers and peft set aside (see the load test)."""
+    """Unsloth imported under Standby as in the lab's fresh process. Other tests of this worker imported trl,
+    transformers or peft, and the guard would rightly refuse this process: they are set aside for the test
+    (nothing that follows imports them)."""
     from labs.l72.standby import enable_standby_and_import_unsloth
 
     monkeypatch.delenv("UNSLOTH_VLLM_STANDBY", raising=False)
