@@ -102,9 +102,10 @@ class Calls:
 class FakeModel:
     """What ``FastLanguageModel.from_pretrained(fast_inference=True)`` returns, as far as the course uses it."""
 
-    def __init__(self, calls: Calls, fraction: float):
+    def __init__(self, calls: Calls, fraction: float, fast_inference: bool = True):
         self.calls = calls
-        self.vllm_engine = FakeEngine(fraction)
+        if fast_inference:  # Unsloth sets model.vllm_engine only under fast_inference (models/llama.py, from_pretrained)
+            self.vllm_engine = FakeEngine(fraction)
         self.loras: list[LoRARequest] = []
 
     def fast_generate(self, prompts, sampling_params=None, use_tqdm=True, lora_request=None):
@@ -142,7 +143,9 @@ class FakeFastLanguageModel:
     def from_pretrained(self, *args, **kwargs):
         bound = self._from_pretrained.bind(*args, **kwargs)
         self.calls.log.append(("from_pretrained", dict(bound.arguments)))
-        model = FakeModel(self.calls, self.standby_fraction(kwargs.get("gpu_memory_utilization", 0.5)))
+        fast_inference = bound.arguments.get("fast_inference", self._from_pretrained.parameters["fast_inference"].default)
+        model = FakeModel(self.calls, self.standby_fraction(kwargs.get("gpu_memory_utilization", 0.5)),
+                          bool(fast_inference))
         if self.tokenizer == "from_repo":  # as Unsloth does: the repository's own tokenizer (tiny_hub's files)
             from transformers import AutoTokenizer
 

@@ -243,6 +243,29 @@ def test_l72_stops_when_unsloth_loads_the_model_without_its_vllm_engine(card, mo
     assert card.calls.named("get_peft_model") == []
 
 
+def test_l72s_demo_stops_when_the_students_load_leaves_out_fast_inference(card, smi, tmp_path, monkeypatch):
+    """The demo's load cell on rtx5090 with a ``cargar_modelo`` that leaves out ``fast_inference=True``: Unsloth
+    loads the model without vLLM (no ``vllm_engine``) and the demo stops there, in Spanish, naming the argument."""
+    from labs.l72 import demo
+    from labs.l72.standby import UnslothLoadFailed
+
+    monkeypatch.setenv("COURSE_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(fake_card.tiny_hub(tmp_path / "hub")))
+    mi_demo = demo.Demo("rtx5090", show=lambda line: None)
+    _fresh_unsloth_process(monkeypatch)
+
+    def cargar_modelo(FastLanguageModel, perfil):
+        return FastLanguageModel.from_pretrained(model_name=perfil.unsloth_model, load_in_4bit=perfil.load_in_4bit,
+                                                 max_seq_length=perfil.max_prompt_tokens + perfil.max_completion_length)
+
+    try:
+        with pytest.raises(UnslothLoadFailed, match=r"sin vLLM: ¿fast_inference=True\?"):
+            mi_demo.load(cargar_modelo, card.unsloth.FastLanguageModel)
+    finally:
+        mi_demo.monitor.stop()
+    assert len(card.calls.named("from_pretrained")) == 1 and card.calls.named("get_peft_model") == []
+
+
 def _finish(run) -> None:
     from labs.core.runfolder import STATE_FINISHED
 

@@ -414,3 +414,9 @@ def test_a_parser_that_cannot_be_turned_off_stops_the_run():
     with pytest.raises(RuntimeError, match="No pude dejar <think>…</think> a la vista de las recompensas: "
                                            "trae response_template"):
         R.keep_reasoning_for_rewards(_StubbornTokenizer())
+
+
+def test_trls_source_without_trl_installed_gives_no_range(tmp_path, monkeypatch):
+    """TRL removed between reading its version and its files (another pip in another terminal): no range."""
+    only_site(monkeypatch, tmp_path)
+    assert P._trl_vllm_range_from_source("1.16.0") is None

@@ -213,6 +213,27 @@ def test_l72_never_trains_the_main_run_before_the_recipe_is_saved(runs, monkeypa
     assert child_runs.ensure_l71_run("ci", show=said.append) == runs / "l71-ci" and len(started) == 1
 
 
+def test_ensure_l71_run_reuses_the_finished_run_and_names_one_of_another_recipe(runs, monkeypatch):
+    """L7.2's cell with ENTRENAR_EN_CPU = True: an L7.1 run of another recipe is named with what differs and the
+    saved recipe trains; once that run is finished the cell reuses it and starts nothing."""
+    from labs.l72 import child_runs
+
+    started = []
+    monkeypatch.setattr(child_runs, "run_l71_in_subprocess", lambda *a, **k: started.append(a) or runs / "l71-ci")
+    monkeypatch.setattr(child_runs, "prime_format_pass_in_subprocess", lambda *a, **k: None)
+    profile = get_profile("ci")
+    save_recipe(profile, beta=0.2)
+    recipe_recorder.write_finished(runs / "l71-ci-curso", profile, "L7.1", reward_functions(REWARD_NAMES))
+    said = []
+    assert child_runs.ensure_l71_run("ci", show=said.append) == runs / "l71-ci" and len(started) == 1
+    assert "l71-ci-curso entrenó otra receta" in said[0] and "beta: l71-ci-curso 0.04" in said[0]
+    recipe_recorder.write_finished(runs / "l71-ci", recipe_identity.saved_profile(profile), "L7.1",
+                                   recipe_identity.saved_rewards())
+    said.clear()
+    assert child_runs.ensure_l71_run("ci", show=said.append) == runs / "l71-ci" and len(started) == 1
+    assert said == [f"[l71] Uso el run de L7.1 que ya existe: {runs / 'l71-ci'}"]
+
+
 def test_e4_trains_the_recipe_plus_the_students_reward_in_the_notebook_and_the_terminal(runs, recorder, monkeypatch):
     import shlex
     from pathlib import Path

@@ -188,3 +188,65 @@ def test_sampling_a_process_that_has_ended_records_nothing_and_does_not_raise():
     monitor = ResourceMonitor(pid=gone.pid)
     monitor.sample()
     assert monitor.rss_peak == 0.0 and monitor.stop()["gpu"] is None
+
+
+# --- where the C library or torch is not the usual one: a run records less, it never crashes --------------------
+
+
+def test_without_glibc_malloc_is_left_alone(monkeypatch):
+    """musl (Alpine) or macOS: no glibc to tune, and keep/release say so instead of calling into another libc."""
+    import platform
+
+    monkeypatch.setattr(platform, "libc_ver", lambda *a, **k: ("musl", "1.2"))
+    resources._glibc.cache_clear()
+    try:
+        assert resources._glibc() is None
+        assert resources.keep_freed_memory() is False and resources.release_freed_memory() is False
+    finally:
+        resources._glibc.cache_clear()
+
+
+def test_a_glibc_that_cannot_be_loaded_is_no_glibc(monkeypatch):
+    import ctypes
+
+    def cannot_load(*args, **kwargs):
+        raise OSError("libc.so.6: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", cannot_load)
+    resources._glibc.cache_clear()
+    try:
+        assert resources._glibc() is None
+    finally:
+        resources._glibc.cache_clear()
+
+
+def test_a_c_library_without_mallopt_or_malloc_trim_is_not_tuned(monkeypatch):
+    """A libc that reports glibc but lacks the two calls (ctypes raises AttributeError on a missing symbol)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(resources, "_glibc", lambda: SimpleNamespace())
+    assert resources.keep_freed_memory() is False and resources.release_freed_memory() is False
+
+
+def test_resident_memory_without_proc_statm_comes_from_psutil(monkeypatch):
+    """No /proc (macOS, a locked-down container): the same number, asked of psutil."""
+    import psutil
+
+    def no_proc(path, *args, **kwargs):
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(resources, "open", no_proc, raising=False)  # the module's open, not builtins'
+    rss = resources.rss_bytes()
+    assert abs(rss - psutil.Process().memory_info().rss) < 64 * 2**20 and rss > 10 * 2**20
+
+
+def test_a_torch_that_raises_while_sampling_leaves_only_the_resident_memory(monkeypatch):
+    """A broken CUDA driver makes torch.cuda raise: the step keeps its resident memory and the sample is skipped."""
+    import torch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA driver initialization failed")
+
+    monkeypatch.setattr(torch.cuda, "is_available", broken)
+    assert resources.torch_device_used_gib() is None
+    assert list(resources.step_memory()) == [resources.RSS_KEY]

@@ -29,7 +29,7 @@ from labs.core.profiles import Profile, get_profile, student_command
 from labs.core.resources import ResourceMonitor
 from labs.core.runfolder import STATE_FINISHED, RunFolder
 from labs.l72.memory import MemoryFraction
-from labs.l72.standby import STANDBY_ENV, ImportOrderError, UnslothLoadFailed, import_order_problem, standby_on
+from labs.l72.standby import STANDBY_ENV, ImportOrderError, UnslothLoadFailed, import_order_problem
 from labs.l72.standin import CpuFastLanguageModel
 from labs.l72.steps import LAB, finish_resources, profile_for_l72, start
 from labs.l72.trainer import make_trainer as make_l72_trainer
@@ -142,9 +142,7 @@ class Demo:
         fast_language_model = importar()
         import unsloth
 
-        problem = import_order_problem(sys.modules, os.environ)
-        if problem is None and not standby_on(os.environ.get(STANDBY_ENV)):
-            problem = f"importar_unsloth() importó unsloth sin {STANDBY_ENV}=1: Standby no está activo."
+        problem = import_order_problem(sys.modules, os.environ)  # unsloth is imported now: was Standby set first?
         if problem is not None:
             raise ImportOrderError(problem)
         if fast_language_model is not unsloth.FastLanguageModel:

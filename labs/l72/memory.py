@@ -31,12 +31,12 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 def standby_target_fraction(total_gib: float, vllm_version: str) -> float:
     """The fraction Unsloth picks under Standby for a card of ``total_gib`` GiB and this vLLM."""
-    ten_percent = total_gib * 0.1
+    if total_gib < 0:
+        raise ValueError(f"total_gib es la memoria de la tarjeta en GiB: no puede ser negativa ({total_gib}).")
     newer = _version_tuple(vllm_version) >= (0, 11, 0)
-    for threshold, target in STANDBY_TIERS if newer else STANDBY_TIERS_BEFORE_VLLM_0_11:
-        if ten_percent >= threshold:
-            return target * NEWER_VLLM_FACTOR if newer else target
-    raise AssertionError("unreachable: the last tier starts at 0")
+    tiers = STANDBY_TIERS if newer else STANDBY_TIERS_BEFORE_VLLM_0_11
+    target = next(target for threshold, target in tiers if total_gib * 0.1 >= threshold)  # the last starts at 0
+    return target * NEWER_VLLM_FACTOR if newer else target
 
 
 @dataclass(frozen=True)

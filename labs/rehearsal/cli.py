@@ -109,6 +109,17 @@ def _child(part: str, args, root: Path) -> tuple[dict, str]:
     return record, "".join(tail)
 
 
+def settle(record: dict) -> None:
+    """The rehearsal's verdict: "failed" when a part failed or a check says NO; a failed check, with every part
+    finished, becomes the record's failure (kind "check"), so the page and the exit status say it."""
+    bad = report.failed_checks(record)
+    record["status"] = "ok" if record["failure"] is None and not bad else "failed"
+    if record["failure"] is None and bad:
+        record["failure"] = {"kind": "check", "error": "; ".join(bad),
+                             "message_es": "Una comprobación del ensayo falló: " + "; ".join(bad) + ". No lances el "
+                             "run completo: el motor de generación no usaría lo que se entrena."}
+
+
 def rehearse(args) -> tuple[Path, int]:
     cuda, gpu_name, total_gib = _gpu()
     profile = budget.default_profile(args.profile, os.environ, cuda)
@@ -147,12 +158,7 @@ def rehearse(args) -> tuple[Path, int]:
             l72_measured = Measured(**{**l72_measured.__dict__,
                                        "eval_seconds_per_problem": l71["base_holdout"]["seconds_per_problem"]})
         record["estimates"] = estimate_all(profile, measured_from(l71), l72_measured, exercise_profiles(profile))
-    bad = report.failed_checks(record)
-    record["status"] = "ok" if record["failure"] is None and not bad else "failed"
-    if record["failure"] is None and bad:
-        record["failure"] = {"kind": "check", "error": "; ".join(bad),
-                             "message_es": "Una comprobación del ensayo falló: " + "; ".join(bad) + ". No lances el "
-                             "run completo: el motor de generación no usaría lo que se entrena."}
+    settle(record)
     record["not_checked"] = list(report.NOT_CHECKED_ALWAYS) + (list(report.NOT_CHECKED_ON_CPU) if profile.use_cpu
                                                                else [])
     record["elapsed_seconds"] = round(time.perf_counter() - started, 1)
