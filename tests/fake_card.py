@@ -172,6 +172,7 @@ class FakeCudaState:
     peak: int = 0
     reserved_peak: int = 0
     synchronized: int = 0
+    emptied: int = 0  # calls to torch.cuda.empty_cache
 
     def allocate(self, nbytes: int) -> None:
         self.allocated += nbytes
@@ -204,6 +205,9 @@ def cuda_functions(state: FakeCudaState) -> dict:
     def reset_peak_memory_stats(device=None):
         state.peak = state.reserved_peak = state.allocated
 
+    def empty_cache():
+        state.emptied += 1
+
     return {
         "is_available": lambda: True,
         "is_initialized": lambda: True,
@@ -216,7 +220,7 @@ def cuda_functions(state: FakeCudaState) -> dict:
         "is_bf16_supported": lambda including_emulation=True: True,
         "mem_get_info": mem_get_info,
         "synchronize": synchronize,
-        "empty_cache": lambda: None,
+        "empty_cache": empty_cache,
         "max_memory_allocated": lambda device=None: state.peak,
         "max_memory_reserved": lambda device=None: state.reserved_peak,
         "memory_allocated": lambda device=None: state.allocated,

@@ -266,6 +266,15 @@ def test_l72s_demo_stops_when_the_students_load_leaves_out_fast_inference(card, 
     assert len(card.calls.named("from_pretrained")) == 1 and card.calls.named("get_peft_model") == []
 
 
+def test_the_format_pass_hands_the_cards_cached_memory_back_before_grpo_loads(card):
+    """rtx5090-base's format pass runs before GRPO loads its model and vLLM measures the free memory: the blocks
+    torch's allocator kept for the pass go back to the card first."""
+    from labs.training import format_pass
+
+    format_pass._release_memory()
+    assert card.cuda.emptied == 1
+
+
 def _finish(run) -> None:
     from labs.core.runfolder import STATE_FINISHED
 
