@@ -29,8 +29,10 @@ def test_a_statement_counts_once_whichever_leg_ran_it(tmp_path, capsys):
     gpu = _data(tmp_path / "gpu", stmts[:3])  # the GPU leg stops early, the CPU leg runs the rest
     cpu = _data(tmp_path / "cpu", stmts[3:])
     assert tool.main(["--gpu-leg", str(gpu), "--cpu-leg", str(cpu), "--fail-under", "100"]) == 0
-    total = capsys.readouterr().out.splitlines()[-1].split()
+    out = capsys.readouterr().out.splitlines()
+    total = out[-1].split()
     assert total == ["TOTAL", str(len(stmts)), str(len(stmts) - 3), "3", "0", "100.0%"], total
+    assert out[1].startswith(f"Data: GPU leg {gpu} (written ") and f"; CPU leg {cpu} (written " in out[1]
 
 
 def test_a_statement_neither_leg_ran_is_listed_and_fails_the_floor(tmp_path, capsys):

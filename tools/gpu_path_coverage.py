@@ -17,6 +17,7 @@ leg ran with the start of each range's first line: docs/testing.md's list of wha
 from __future__ import annotations
 
 import argparse
+import datetime
 import functools
 import os
 import sys
@@ -105,6 +106,10 @@ def table(gpu: dict[str, set[int]], cpu: dict[str, set[int]] | None) -> tuple[li
     return rows, share
 
 
+def _written(path: Path) -> str:
+    return datetime.datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpu-leg", type=Path, default=REPO / ".coverage")
@@ -123,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows, share = table(gpu, cpu)
     print("GPU-path coverage: statements each leg left unrun ('missed'), and those neither ran ('both')")
+    # a CPU leg's file left from an earlier `make test` measured older code: the dates show it
+    legs = [("GPU leg", args.gpu_leg)] + ([("CPU leg", args.cpu_leg)] if cpu is not None else [])
+    print("Data: " + "; ".join(f"{name} {path} (written {_written(path)})" for name, path in legs))
     print("\n".join(rows))
     if cpu is None:
         print(f"No data from the CPU leg at {args.cpu_leg}: 'both' is the GPU leg alone. CI's first leg writes it "
