@@ -51,25 +51,19 @@ def test_interrupting_the_cell_kills_the_lab_it_started(tmp_path, monkeypatch):
 
     monkeypatch.setattr(childlog, "write", interrupt_at_the_first_line)
     started = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
+    # ``interrupted`` keeps the call's frame, and so its Popen, alive: Popen's finaliser would reap the child first
+    with pytest.raises(KeyboardInterrupt) as interrupted:
         child_runs.run_l71_in_subprocess("ci", show=lambda line: None, command=child)
     assert time.perf_counter() - started < 60  # it did not wait for the child's ten minutes
-    pid = int(pid_file.read_text())
+    pid = int(pid_file.read_text())  # this process's own child, so waitpid reaps it here
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)  # still there (a zombie counts until reaped)
-        except ProcessLookupError:
-            break
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:  # reaped here: it had been killed
-                break
-        except ChildProcessError:
-            break
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail("the child kept running after the interruption")
         time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        pytest.fail("the child kept running after the interruption")
+    assert os.WIFSIGNALED(done[1]) and os.WTERMSIG(done[1]) == signal.SIGKILL  # killed, not finished
+    assert interrupted.type is KeyboardInterrupt
 
 
 def test_the_child_gets_a_free_master_port_unless_one_is_set(monkeypatch):
@@ -142,28 +136,6 @@ def test_the_cpu_demo_loads_through_the_students_function_without_vllm(tmp_path,
     assert memory["gpu"] is None  # a CPU demo samples no card
 
 
-def test_the_l72_comparison_names_an_l71_run_of_another_recipe_on_a_gpu_profile(tmp_path, monkeypatch):
-    """rtx5090: no finished L7.1 run of the saved recipe, one of another recipe: the cell says which and what
-    differs, then the terminal command, and compares with nothing."""
-    import recipe_recorder
-    from labs.l71 import recipe_identity, settings
-    from labs.l72 import demo
-    from rewards import REWARD_NAMES, reward_functions
-    from types import SimpleNamespace
-
-    monkeypatch.setenv("COURSE_RUNS", str(tmp_path))
-    profile = get_profile("rtx5090")
-    values = {k: getattr(profile, k) for k in settings.LESSON_KNOBS}
-    settings.save(SimpleNamespace(**{**values, "learning_rate": profile.learning_rate * 2}), profile,
-                  echo=lambda _: None)
-    assert recipe_identity.saved(profile) is not None
-    recipe_recorder.write_finished(tmp_path / "l71-rtx5090-viejo", profile, "L7.1", reward_functions(REWARD_NAMES))
-    said: list[str] = []
-    assert demo.l71_reference(profile, show=said.append) is None
-    assert len(said) == 2 and "l71-rtx5090-viejo entrenó otra receta" in said[0] and "learning_rate" in said[0]
-    assert said[1].startswith("No hay un run terminado de L7.1 con tu perfil rtx5090 y tu receta")
-
-
 # --- the comparison's records (labs.l72.compare) --------------------------------------------------------------
 
 
@@ -195,27 +167,15 @@ def test_a_gpu_runs_memory_is_the_cards_and_the_ratio_is_computed(tmp_path):
 # --- L7.2's trainer, adapter and references ---------------------------------------------------------------------
 
 
-def _tiny_peft_model():
-    from peft import get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from labs.training.recipe import lora_config
-
-    import torch
-
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1)
-    return get_peft_model(LlamaForCausalLM(config), lora_config(get_profile("ci")))
-
-
 def test_a_peft_that_keeps_the_reference_adapter_stops_the_run(monkeypatch):
     """vLLM refuses the 'ref' adapter's weights at the first rollout: if PEFT's delete_adapter left them, the run
     stops before training, not at the first step."""
+    from test_unsloth_lab import _add_trls_reference_adapter, _tiny_peft_model
+
     from labs.l72.trainer import drop_reference_adapter
 
     model = _tiny_peft_model()
-    model.add_adapter("ref", model.peft_config["default"])
+    _add_trls_reference_adapter(model)
     monkeypatch.setattr(model, "delete_adapter", lambda name: None)  # a PEFT whose delete_adapter does nothing
     with pytest.raises(RuntimeError, match="did not delete the 'ref' adapter"):
         drop_reference_adapter(model, show=lambda _: None)
@@ -232,6 +192,7 @@ def test_trainer_args_that_json_cannot_hold_are_recorded_as_text():
 
 def test_a_peft_models_adapter_is_saved_with_its_own_method(tmp_path):
     """The CPU path's model is PEFT's (no Unsloth ``save_lora``): ``save_pretrained`` writes the adapter."""
+    from test_unsloth_lab import _tiny_peft_model
     from transformers import AutoTokenizer
 
     from labs.l72.lora import save_adapter

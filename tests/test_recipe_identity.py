@@ -234,6 +234,20 @@ def test_ensure_l71_run_reuses_the_finished_run_and_names_one_of_another_recipe(
     assert said == [f"[l71] Uso el run de L7.1 que ya existe: {runs / 'l71-ci'}"]
 
 
+def test_the_l72_comparison_names_an_l71_run_of_another_recipe_on_a_gpu_profile(runs):
+    """rtx5090: no finished L7.1 run of the saved recipe, one of another recipe: the cell says which and what
+    differs, then the terminal command, and compares with nothing."""
+    from labs.l72 import demo
+
+    profile = get_profile("rtx5090")
+    save_recipe(profile, learning_rate=profile.learning_rate * 2)
+    recipe_recorder.write_finished(runs / "l71-rtx5090-viejo", profile, "L7.1", reward_functions(REWARD_NAMES))
+    said = []
+    assert demo.l71_reference(profile, show=said.append) is None
+    assert len(said) == 2 and "l71-rtx5090-viejo entrenó otra receta" in said[0] and "learning_rate" in said[0]
+    assert said[1].startswith("No hay un run terminado de L7.1 con tu perfil rtx5090 y tu receta")
+
+
 def test_e4_trains_the_recipe_plus_the_students_reward_in_the_notebook_and_the_terminal(runs, recorder, monkeypatch):
     import shlex
     from pathlib import Path
